@@ -1,0 +1,90 @@
+// swift-tools-version: 6.1
+import CompilerPluginSupport
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Trellis",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    products: [
+        .library(name: "Trellis", targets: ["Trellis"]),
+        .library(name: "TrellisTesting", targets: ["TrellisTesting"]),
+        .executable(name: "trellis-demo", targets: ["TrellisDemo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/swiftlang/swift-syntax.git", "602.0.0"..<"604.0.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // Test server and demo server only; the library does not link it.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+    ],
+    targets: [
+        .macro(
+            name: "TrellisMacros",
+            dependencies: [
+                .product(name: "SwiftSyntax", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxBuilder", package: "swift-syntax"),
+                .product(name: "SwiftDiagnostics", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Trellis",
+            dependencies: [
+                "TrellisMacros",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "TrellisTesting",
+            dependencies: ["Trellis"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "TrellisDemo",
+            dependencies: [
+                "Trellis",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            path: "Sources/trellis-demo",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TrellisMacrosTests",
+            dependencies: [
+                "TrellisMacros",
+                .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TrellisTests",
+            dependencies: [
+                "Trellis",
+                "TrellisTesting",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

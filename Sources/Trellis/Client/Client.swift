@@ -1,0 +1,275 @@
+public import Foundation
+import HTTPTypes
+public import Logging
+import NIOCore
+import NIOFoundationCompat
+
+/// Sends requests through an ordered chain of middlewares to a transport, and turns responses
+/// into values.
+///
+/// A client holds every setting a service uses: the base URL, the transport, the middlewares,
+/// the JSON coders, the timeout, the buffering limit and the logger. Nothing is global: two
+/// clients in one process never see each other's settings.
+///
+/// ```swift
+/// let client = Client(
+///     baseURL: URL(string: "https://api.example.com/v1")!,
+///     middlewares: [UserAgent()],
+///     timeout: .seconds(20)
+/// )
+/// let blog = BlogService(client: client)
+/// ```
+public final class Client: Sendable {
+    /// 64 MiB: the default for ``maximumBodySize``.
+    public static let defaultMaximumBodySize = 64 * 1024 * 1024
+
+    /// The URL every endpoint path is appended to (`https://api.example.com/v1` + `/posts`).
+    public let baseURL: URL
+    /// What sends requests over the network.
+    public let transport: any Transport
+    /// The middlewares, outermost first.
+    public let middlewares: [any Middleware]
+    /// Encodes JSON request bodies.
+    public let encoder: JSONEncoder
+    /// Decodes JSON response bodies.
+    public let decoder: JSONDecoder
+    /// How long a request may take, from sending to the last byte of a buffered body, unless
+    /// the request sets its own.
+    public let timeout: Duration
+    /// The largest response body the client reads into memory; streamed downloads are not
+    /// bound by it.
+    public let maximumBodySize: Int
+    /// Where requests and responses are logged, at debug level, with credentials redacted.
+    public let logger: Logger
+
+    let base: Result<BaseURL, TrellisError>
+
+    /// Creates a client.
+    ///
+    /// - Parameters:
+    ///   - baseURL: an absolute `http` or `https` URL; a relative one makes every request fail
+    ///     with ``TrellisError/invalidRequest(_:)`` before anything is sent.
+    ///   - transport: defaults to ``Transports/platformDefault``: AsyncHTTPClient on Linux,
+    ///     URLSession on Apple platforms.
+    ///   - middlewares: run in order on the way out, in reverse on the way back.
+    ///   - beforeSending: an interceptor run after the middlewares, just before the transport.
+    ///   - onResponse: an interceptor that sees each response first, with its body in memory.
+    public init(
+        baseURL: URL,
+        transport: (any Transport)? = nil,
+        middlewares: [any Middleware] = [],
+        encoder: JSONEncoder = JSONEncoder(),
+        decoder: JSONDecoder = JSONDecoder(),
+        timeout: Duration = .seconds(60),
+        maximumBodySize: Int = Client.defaultMaximumBodySize,
+        logger: Logger = Logger(label: "Trellis"),
+        beforeSending: BeforeSending? = nil,
+        onResponse: OnResponse? = nil
+    ) {
+        self.baseURL = baseURL
+        self.base = BaseURL.parse(baseURL)
+        self.transport = transport ?? Transports.platformDefault
+        var chain = middlewares
+        if beforeSending != nil || onResponse != nil {
+            chain.append(
+                InterceptorMiddleware(beforeSending: beforeSending, onResponse: onResponse, maximumBodySize: maximumBodySize)
+            )
+        }
+        self.middlewares = chain
+        self.encoder = encoder
+        self.decoder = decoder
+        self.timeout = timeout
+        self.maximumBodySize = maximumBodySize
+        self.logger = logger
+    }
+
+    // MARK: Streaming
+
+    /// Sends a request through the middlewares and the transport and returns the response as
+    /// it arrives, whatever its status, with the body still to be read.
+    ///
+    /// The timeout covers the time until the response head arrives; reading the body is up to
+    /// the caller. The other methods buffer, validate and decode.
+    ///
+    /// - Parameter extraMiddlewares: run after the client's own, closest to the transport (a
+    ///   service's interceptors use this).
+    public func send(
+        _ request: Request,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) async throws -> Response<ResponseBody> {
+        try Task.checkCancellation()
+        var request = request
+        if request.timeout == nil { request.timeout = timeout }
+        return try await runChain(request, at: 0, extra: extraMiddlewares)
+    }
+
+    private func runChain(
+        _ request: Request,
+        at index: Int,
+        extra: [any Middleware]
+    ) async throws -> Response<ResponseBody> {
+        let middleware: any Middleware
+        if index < middlewares.count {
+            middleware = middlewares[index]
+        } else if index - middlewares.count < extra.count {
+            middleware = extra[index - middlewares.count]
+        } else {
+            return try await sendOverTransport(request)
+        }
+        return try await middleware.intercept(request) { next in
+            try await self.runChain(next, at: index + 1, extra: extra)
+        }
+    }
+
+    private func sendOverTransport(_ request: Request) async throws -> Response<ResponseBody> {
+        try Task.checkCancellation()
+        guard logger.logLevel <= .debug else {
+            return try await transport.send(request)
+        }
+        logger.debug("\(RequestLog.describe(request))")
+        let started = ContinuousClock.now
+        do {
+            let response = try await transport.send(request)
+            let elapsed = ContinuousClock.now - started
+            logger.debug("\(RequestLog.describe(response.head, for: request, after: elapsed))")
+            return response
+        } catch {
+            logger.debug("\(request.method) \(request.urlString) failed: \(error)")
+            throw error
+        }
+    }
+
+    // MARK: Buffered
+
+    /// Sends a request and returns its response with the body in memory, after checking the
+    /// status.
+    ///
+    /// The timeout covers the whole exchange, body included.
+    ///
+    /// - Throws: ``TrellisError/unacceptableStatus(_:)`` for a status outside 200...299 (and
+    ///   outside `extraAcceptedStatuses`), ``TrellisError/responseTooLarge(_:)``, and the
+    ///   transport's errors.
+    public func data(
+        for request: Request,
+        middlewares extraMiddlewares: [any Middleware] = [],
+        accepting extraAcceptedStatuses: Set<Int> = []
+    ) async throws -> Response<Data> {
+        let buffered = try await buffered(request, extraMiddlewares, accepting: extraAcceptedStatuses)
+        return buffered.withBody(Data(buffer: buffered.body, byteTransferStrategy: .noCopy))
+    }
+
+    /// Sends a request and decodes the body as `type`.
+    ///
+    /// `Data` gets the raw bytes, `String` the text, and an `Optional` is `nil` for 204, 404 or
+    /// an empty body. Any other `Decodable` is decoded as JSON with ``decoder``.
+    public func value<Value: Decodable>(
+        for request: Request,
+        as type: Value.Type = Value.self,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) async throws -> Value {
+        try await response(for: request, as: type, middlewares: extraMiddlewares).body
+    }
+
+    /// Sends a request and returns the status and headers with the decoded body.
+    public func response<Value: Decodable>(
+        for request: Request,
+        as type: Value.Type = Value.self,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) async throws -> Response<Value> {
+        let acceptsMissing = Value.self is any OptionalDecodable.Type
+        let buffered = try await buffered(request, extraMiddlewares, accepting: acceptsMissing ? [404] : [])
+        return buffered.withBody(try decodeBody(buffered, as: Value.self))
+    }
+
+    /// Sends a request and returns its status and headers; the body, if any, is read and
+    /// dropped.
+    public func response(
+        for request: Request,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) async throws -> Response<Void> {
+        Response(head: try await buffered(request, extraMiddlewares, accepting: []).head)
+    }
+
+    /// Sends a request for its effect alone.
+    public func perform(_ request: Request, middlewares extraMiddlewares: [any Middleware] = []) async throws {
+        _ = try await buffered(request, extraMiddlewares, accepting: [])
+    }
+
+    private func buffered(
+        _ request: Request,
+        _ extraMiddlewares: [any Middleware],
+        accepting extraStatuses: Set<Int>
+    ) async throws -> Response<ByteBuffer> {
+        let limit = request.timeout ?? timeout
+        let response = try await Deadline.run(limit, describing: request) {
+            let response = try await self.send(request, middlewares: extraMiddlewares)
+            return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
+        }
+        let code = response.status.code
+        guard (200...299).contains(code) || extraStatuses.contains(code) else {
+            throw TrellisError.unacceptableStatus(
+                HTTPStatusFailure(
+                    status: response.status,
+                    headerFields: response.headerFields,
+                    body: Data(buffer: response.body),
+                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    decoder: decoder
+                )
+            )
+        }
+        return response
+    }
+
+    private func decodeBody<Value: Decodable>(_ response: Response<ByteBuffer>, as type: Value.Type) throws -> Value {
+        if let special = SpecialBody.decode(Value.self, from: response) { return special }
+        let body = response.body
+        guard body.readableBytes > 0 else {
+            throw TrellisError.decodingFailed(
+                DecodingFailure(type: Value.self, reason: "the body is empty", status: response.status, body: Data())
+            )
+        }
+        do {
+            return try decoder.decode(Value.self, from: body)
+        } catch {
+            throw TrellisError.decodingFailed(
+                DecodingFailure(type: Value.self, error: error, status: response.status, body: Data(buffer: body))
+            )
+        }
+    }
+}
+
+/// `Optional` as a type the decoder can recognise at run time, so that an endpoint returning
+/// `Post?` gets `nil` for 204 and 404 without the macro having to know the type.
+protocol OptionalDecodable {
+    static var wrappedType: Any.Type { get }
+    static var absent: Self { get }
+    static func wrapping(_ value: Any) -> Self?
+}
+
+extension Optional: OptionalDecodable {
+    static var wrappedType: Any.Type { Wrapped.self }
+    static var absent: Self { nil }
+    static func wrapping(_ value: Any) -> Self? { (value as? Wrapped).map { .some($0) } }
+}
+
+/// Return types whose bodies are not JSON: `Data` (the bytes), `String` (the text), and the
+/// `nil` of an optional.
+enum SpecialBody {
+    static func decode<Value>(_ type: Value.Type, from response: Response<ByteBuffer>) -> Value? {
+        if let optional = Value.self as? any OptionalDecodable.Type {
+            let status = response.status
+            if status == .noContent || status == .resetContent || status == .notFound || response.body.readableBytes == 0 {
+                return optional.absent as? Value
+            }
+            guard let raw = raw(optional.wrappedType, response.body) else { return nil }
+            return optional.wrapping(raw) as? Value
+        }
+        return raw(Value.self, response.body) as? Value
+    }
+
+    private static func raw(_ type: Any.Type, _ body: ByteBuffer) -> Any? {
+        if type == Data.self { return Data(buffer: body) }
+        if type == String.self { return String(buffer: body) }
+        return nil
+    }
+}

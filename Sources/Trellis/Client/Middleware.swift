@@ -1,0 +1,75 @@
+public import Foundation
+import NIOFoundationCompat
+
+/// A step in a ``Client``'s pipeline, between the caller and the ``Transport``.
+///
+/// A middleware receives the request and a `next` function that runs the rest of the chain.
+/// It may change the request, answer it without calling `next`, call `next` more than once
+/// (a retry), or change the response on the way back. Authentication, retries, validation,
+/// logging and the `beforeSending` / `onResponse` interceptors are all middlewares.
+///
+/// ```swift
+/// struct UserAgent: Middleware {
+///     func intercept(
+///         _ request: Request,
+///         next: @Sendable (Request) async throws -> Response<ResponseBody>
+///     ) async throws -> Response<ResponseBody> {
+///         var request = request
+///         request.headerFields[.userAgent] = "MyApp/1.0"
+///         return try await next(request)
+///     }
+/// }
+/// ```
+public protocol Middleware: Sendable {
+    /// Handles `request`, calling `next` to pass it on.
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody>
+}
+
+/// Rewrites or rejects a request before it is sent. Throwing stops the request: nothing is
+/// sent and the caller gets the error.
+public typealias BeforeSending = @Sendable (Request) async throws -> Request
+
+/// Inspects or replaces a response, with its body in memory, before it is validated and
+/// decoded. It gets the request that produced it.
+public typealias OnResponse = @Sendable (Response<Data>, Request) async throws -> Response<Data>
+
+/// Snowdrop's interceptors as a middleware: `beforeSending` runs on the way out, `onResponse`
+/// on the way back.
+///
+/// `onResponse` sees the body in memory, so a response passing through it is buffered (within
+/// `maximumBodySize`); streamed transfers that must not be buffered should use a
+/// ``Middleware`` instead.
+public struct InterceptorMiddleware: Middleware {
+    /// Runs before the request is sent.
+    public var beforeSending: BeforeSending?
+    /// Runs when the response head and body have arrived.
+    public var onResponse: OnResponse?
+    /// The largest body `onResponse` will buffer.
+    public var maximumBodySize: Int
+
+    /// Creates the interceptors.
+    public init(
+        beforeSending: BeforeSending? = nil,
+        onResponse: OnResponse? = nil,
+        maximumBodySize: Int = Client.defaultMaximumBodySize
+    ) {
+        self.beforeSending = beforeSending
+        self.onResponse = onResponse
+        self.maximumBodySize = maximumBodySize
+    }
+
+    public func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let outgoing = try await beforeSending?(request) ?? request
+        let response = try await next(outgoing)
+        guard let onResponse else { return response }
+        let buffer = try await response.body.collect(upTo: maximumBodySize)
+        let replaced = try await onResponse(response.withBody(Data(buffer: buffer)), outgoing)
+        return replaced.withBody(ResponseBody(replaced.body))
+    }
+}

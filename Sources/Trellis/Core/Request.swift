@@ -1,0 +1,149 @@
+public import Foundation
+public import HTTPTypes
+
+/// One HTTP request as it travels through a ``Client``'s middleware chain to its ``Transport``.
+///
+/// The head is a swift-http-types `HTTPRequest`, the currency type of server-side Swift, so a
+/// middleware written for Trellis reads the same as one written for Hummingbird or OpenAPI.
+public struct Request: Sendable {
+    /// Method, scheme, authority, path (with query) and header fields.
+    public var head: HTTPRequest
+    /// The body, if any. A replayable body (data, file) can be sent again by a retry or a
+    /// token refresh; a one-shot stream cannot.
+    public var body: RequestBody?
+    /// The time this request may take, from sending to the last byte of a buffered response.
+    /// `nil` uses the client's ``Client/timeout``.
+    public var timeout: Duration?
+    /// The path template of the endpoint this request came from (`/posts/{id}`), kept so that
+    /// logs and metrics can group requests by endpoint without their values.
+    public var pathTemplate: String?
+
+    /// Creates a request for an absolute URL.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` when the URL is not an absolute `http` or
+    ///   `https` URL with a host.
+    public init(
+        method: HTTPRequest.Method,
+        url: URL,
+        headerFields: HTTPFields = [:],
+        body: RequestBody? = nil,
+        timeout: Duration? = nil
+    ) throws {
+        let target = try RequestTarget(url)
+        self.init(
+            head: HTTPRequest(
+                method: method,
+                scheme: target.scheme,
+                authority: target.authority,
+                path: target.pathAndQuery,
+                headerFields: headerFields
+            ),
+            body: body,
+            timeout: timeout
+        )
+    }
+
+    /// Creates a request whose method is given as text, for methods not known in advance.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the method when it is not a valid
+    ///   HTTP token (RFC 9110 section 9.1).
+    public init(
+        method: String,
+        url: URL,
+        headerFields: HTTPFields = [:],
+        body: RequestBody? = nil,
+        timeout: Duration? = nil
+    ) throws {
+        guard let parsed = HTTPRequest.Method(method) else {
+            throw TrellisError.invalidRequest(.init(.method, "\"\(method)\" is not a valid HTTP method token"))
+        }
+        try self.init(method: parsed, url: url, headerFields: headerFields, body: body, timeout: timeout)
+    }
+
+    /// Creates a request from a complete head.
+    public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, pathTemplate: String? = nil) {
+        self.head = head
+        self.body = body
+        self.timeout = timeout
+        self.pathTemplate = pathTemplate
+    }
+
+    /// The request method.
+    public var method: HTTPRequest.Method {
+        get { head.method }
+        set { head.method = newValue }
+    }
+
+    /// The header fields.
+    public var headerFields: HTTPFields {
+        get { head.headerFields }
+        set { head.headerFields = newValue }
+    }
+
+    /// The absolute URL this request goes to, in the textual form transports send.
+    public var urlString: String {
+        (head.scheme ?? "https") + "://" + (head.authority ?? "") + (head.path ?? "/")
+    }
+
+    /// The absolute URL this request goes to.
+    public var url: URL? { URL(string: urlString) }
+
+    /// Sets a header field from text, rejecting what would change the request's framing.
+    ///
+    /// swift-http-types silently turns CR, LF and NUL in a value into spaces; Trellis refuses
+    /// them instead, because a value that needed them was not what the caller meant to send.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the header when its name is not a
+    ///   valid token or its value holds CR, LF or NUL.
+    public mutating func setHeader(_ name: String, _ value: String) throws {
+        head.headerFields[try Self.fieldName(name)] = try Self.checkedValue(value, for: name)
+    }
+
+    /// Adds a header field, keeping any earlier field of the same name.
+    ///
+    /// - Throws: as ``setHeader(_:_:)``.
+    public mutating func addHeader(_ name: String, _ value: String) throws {
+        head.headerFields.append(HTTPField(name: try Self.fieldName(name), value: try Self.checkedValue(value, for: name)))
+    }
+
+    static func fieldName(_ name: String) throws -> HTTPField.Name {
+        guard let fieldName = HTTPField.Name(name) else {
+            throw TrellisError.invalidRequest(.init(.header(name), "\"\(name)\" is not a valid header field name"))
+        }
+        return fieldName
+    }
+
+    static func checkedValue(_ value: String, for name: String) throws -> String {
+        guard HTTPField.isValidValue(value) else {
+            throw TrellisError.invalidRequest(
+                .init(.header(name), "the value of header \"\(name)\" contains CR, LF or NUL")
+            )
+        }
+        return value
+    }
+}
+
+/// The parts of an absolute URL that go into a request head.
+struct RequestTarget {
+    var scheme: String
+    var authority: String
+    var pathAndQuery: String
+
+    init(_ url: URL) throws {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw TrellisError.invalidRequest(
+                .init(.url, "\"\(url.absoluteString)\" is not an absolute http or https URL")
+            )
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw TrellisError.invalidRequest(.init(.url, "\"\(url.absoluteString)\" has no host"))
+        }
+        self.scheme = scheme
+        let bracketedHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        self.authority = url.port.map { "\(bracketedHost):\($0)" } ?? bracketedHost
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        if let query = url.query(percentEncoded: true) { path += "?" + query }
+        self.pathAndQuery = path
+    }
+}

@@ -1,0 +1,104 @@
+public import Foundation
+public import NIOCore
+
+/// The body of a ``Request``.
+///
+/// Bodies built from bytes in memory are replayable: a retry or a token refresh may send them
+/// again. A body built from an asynchronous sequence is one-shot and is never replayed.
+public struct RequestBody: Sendable {
+    enum Storage: Sendable {
+        case bytes(ByteBuffer)
+        case stream(@Sendable () -> ChunkIterator)
+    }
+
+    let storage: Storage
+    /// The length in bytes, when it is known before sending.
+    public let length: Int64?
+
+    /// The value for `Content-Type` this body asks for when the request has none.
+    public var defaultContentType: String?
+
+    /// Whether this body can be sent more than once.
+    public var isReplayable: Bool {
+        if case .bytes = storage { return true }
+        return false
+    }
+
+    /// A body of the given bytes.
+    public init(_ buffer: ByteBuffer, contentType: String? = nil) {
+        self.storage = .bytes(buffer)
+        self.length = Int64(buffer.readableBytes)
+        self.defaultContentType = contentType
+    }
+
+    /// A body of the given data, sent as `application/octet-stream` unless the request says
+    /// otherwise.
+    public init(_ data: Data, contentType: String? = "application/octet-stream") {
+        self.init(ByteBuffer(data: data), contentType: contentType)
+    }
+
+    /// A body of the given text in UTF-8, sent as `text/plain; charset=utf-8` unless the
+    /// request says otherwise.
+    public init(_ text: String, contentType: String? = "text/plain; charset=utf-8") {
+        self.init(ByteBuffer(string: text), contentType: contentType)
+    }
+
+    /// A one-shot body streamed from an asynchronous sequence of byte buffers.
+    ///
+    /// - Parameter length: the total length when known, so the request can carry
+    ///   `Content-Length` instead of being chunked.
+    public init<Chunks: AsyncSequence & Sendable>(
+        stream: Chunks,
+        length: Int64? = nil,
+        contentType: String? = "application/octet-stream"
+    ) where Chunks.Element == ByteBuffer {
+        self.storage = .stream { ChunkIterator(stream) }
+        self.length = length
+        self.defaultContentType = contentType
+    }
+
+    /// The bytes of a body held in memory; `nil` for a streamed body.
+    public var bytes: ByteBuffer? {
+        if case .bytes(let buffer) = storage { return buffer }
+        return nil
+    }
+
+    /// Iterates the body's chunks from the start.
+    public func makeChunkIterator() -> ChunkIterator {
+        switch storage {
+        case .bytes(let buffer): ChunkIterator(single: buffer)
+        case .stream(let make): make()
+        }
+    }
+}
+
+/// A type-erased iterator over byte buffers, shared by request and response bodies so that
+/// transports see one shape whatever the source.
+public struct ChunkIterator: AsyncIteratorProtocol {
+    private var nextChunk: () async throws -> ByteBuffer?
+
+    /// Wraps an asynchronous sequence of buffers.
+    public init<Chunks: AsyncSequence>(_ chunks: Chunks) where Chunks.Element == ByteBuffer {
+        var iterator = chunks.makeAsyncIterator()
+        self.nextChunk = { try await iterator.next() }
+    }
+
+    /// Yields one buffer, then ends.
+    public init(single buffer: ByteBuffer) {
+        var pending: ByteBuffer? = buffer
+        self.nextChunk = {
+            defer { pending = nil }
+            return pending
+        }
+    }
+
+    /// Wraps a closure that returns the next chunk, or `nil` at the end.
+    public init(_ next: @escaping () async throws -> ByteBuffer?) {
+        self.nextChunk = next
+    }
+
+    /// The next chunk, or `nil` at the end.
+    public mutating func next() async throws -> ByteBuffer? {
+        try await nextChunk()
+    }
+}

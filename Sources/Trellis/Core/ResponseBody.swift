@@ -1,0 +1,90 @@
+public import Foundation
+public import NIOCore
+
+/// The body of a response as it comes off the wire: an asynchronous sequence of byte buffers.
+///
+/// A streamed body can be iterated once; ``collect(upTo:)`` gathers it into memory and fails
+/// rather than exceed the given size. A body that is already in memory (from a mock transport,
+/// or replaced by an interceptor) can be read any number of times.
+public struct ResponseBody: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
+    public typealias AsyncIterator = ChunkIterator
+
+    enum Storage: Sendable {
+        case bytes(ByteBuffer)
+        case stream(@Sendable () -> ChunkIterator)
+    }
+
+    let storage: Storage
+    /// The length announced by the server (`Content-Length`), when it did.
+    public let expectedLength: Int64?
+
+    /// An empty body.
+    public init() {
+        self.init(ByteBuffer())
+    }
+
+    /// A body of the given bytes.
+    public init(_ buffer: ByteBuffer) {
+        self.storage = .bytes(buffer)
+        self.expectedLength = Int64(buffer.readableBytes)
+    }
+
+    /// A body of the given data.
+    public init(_ data: Data) {
+        self.init(ByteBuffer(data: data))
+    }
+
+    /// A body of the given text in UTF-8.
+    public init(_ text: String) {
+        self.init(ByteBuffer(string: text))
+    }
+
+    /// A body streamed from a sequence of buffers, iterated at most once.
+    public init<Chunks: AsyncSequence & Sendable>(stream: Chunks, expectedLength: Int64?)
+    where Chunks.Element == ByteBuffer {
+        self.storage = .stream { ChunkIterator(stream) }
+        self.expectedLength = expectedLength
+    }
+
+    /// A body whose chunks come from a closure that makes the (single) iterator.
+    public init(expectedLength: Int64?, makeIterator: @escaping @Sendable () -> ChunkIterator) {
+        self.storage = .stream(makeIterator)
+        self.expectedLength = expectedLength
+    }
+
+    public func makeAsyncIterator() -> ChunkIterator {
+        switch storage {
+        case .bytes(let buffer): ChunkIterator(single: buffer)
+        case .stream(let make): make()
+        }
+    }
+
+    /// Gathers the whole body into one buffer.
+    ///
+    /// - Throws: ``TrellisError/responseTooLarge(_:)`` as soon as the announced length or the
+    ///   bytes received exceed `maxBytes`, before the memory is spent.
+    public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
+        if case .bytes(let buffer) = storage {
+            guard buffer.readableBytes <= maxBytes else {
+                throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: Int64(buffer.readableBytes)))
+            }
+            return buffer
+        }
+        if let expectedLength, expectedLength > maxBytes {
+            throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: expectedLength))
+        }
+        var iterator = makeAsyncIterator()
+        guard var collected = try await iterator.next() else { return ByteBuffer() }
+        while var chunk = try await iterator.next() {
+            guard collected.readableBytes + chunk.readableBytes <= maxBytes else {
+                throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: expectedLength))
+            }
+            collected.writeBuffer(&chunk)
+        }
+        guard collected.readableBytes <= maxBytes else {
+            throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: expectedLength))
+        }
+        return collected
+    }
+}

@@ -1,0 +1,239 @@
+public import Foundation
+public import HTTPTypes
+
+/// Every failure Trellis reports, as cases a caller can switch on.
+///
+/// Cancelling the calling task is not one of them: it surfaces as `CancellationError`, as
+/// everywhere else in Swift concurrency.
+///
+/// ```swift
+/// do {
+///     let post = try await blog.post(id: 7)
+/// } catch TrellisError.unacceptableStatus(let failure) where failure.status == .notFound {
+///     // …
+/// }
+/// ```
+public enum TrellisError: Error, Sendable {
+    /// The server answered with a status the request does not accept (by default, not 2xx).
+    case unacceptableStatus(HTTPStatusFailure)
+    /// The response body could not be decoded as the declared type.
+    case decodingFailed(DecodingFailure)
+    /// The request did not complete within its timeout.
+    case timedOut(TimeoutFailure)
+    /// No connection could be made, or the connection broke before the response was complete.
+    case connectionFailed(ConnectionFailure)
+    /// The TLS handshake failed (untrusted certificate, wrong host name, protocol mismatch).
+    case tlsFailed(ConnectionFailure)
+    /// The request was rejected before anything was sent.
+    case invalidRequest(InvalidRequest)
+    /// A buffered response body was larger than the client allows.
+    case responseTooLarge(ResponseTooLarge)
+}
+
+extension TrellisError: CustomStringConvertible, LocalizedError {
+    public var description: String {
+        switch self {
+        case .unacceptableStatus(let failure): failure.description
+        case .decodingFailed(let failure): failure.description
+        case .timedOut(let failure): failure.description
+        case .connectionFailed(let failure): "connection failed: \(failure)"
+        case .tlsFailed(let failure): "TLS handshake failed: \(failure)"
+        case .invalidRequest(let failure): "invalid request: \(failure)"
+        case .responseTooLarge(let failure): failure.description
+        }
+    }
+
+    public var errorDescription: String? { description }
+}
+
+/// A response whose status the request does not accept, with what the server said.
+public struct HTTPStatusFailure: Sendable, CustomStringConvertible {
+    /// The status the server sent.
+    public let status: HTTPResponse.Status
+    /// The response's header fields.
+    public let headerFields: HTTPFields
+    /// The raw response body (up to the client's buffering limit).
+    public let body: Data
+    /// The method and URL of the request, for messages and logs.
+    public let request: String
+
+    let decoder: JSONDecoder
+
+    init(status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, request: String, decoder: JSONDecoder) {
+        self.status = status
+        self.headerFields = headerFields
+        self.body = body
+        self.request = request
+        self.decoder = decoder
+    }
+
+    /// Decodes the body as a server error model of your own.
+    public func decodeBody<T: Decodable>(as type: T.Type) throws -> T {
+        try decoder.decode(T.self, from: body)
+    }
+
+    /// The RFC 9457 problem details, when the body is `application/problem+json` (or JSON of
+    /// that shape).
+    public var problem: ProblemDetails? {
+        guard let contentType = headerFields[.contentType]?.lowercased(),
+            contentType.hasPrefix("application/problem+json") || contentType.hasPrefix("application/json")
+        else { return nil }
+        guard let problem = try? decoder.decode(ProblemDetails.self, from: body),
+            problem.title != nil || problem.detail != nil || problem.type != nil
+        else { return nil }
+        return problem
+    }
+
+    /// The wheel-style `{ "error": "…", "domainCode": 42 }` body, when the body has that shape.
+    public var richError: RichErrorBody? {
+        try? decoder.decode(RichErrorBody.self, from: body)
+    }
+
+    public var description: String {
+        var text = "\(request) answered \(status.code) \(status.reasonPhrase)"
+        if let problem, let summary = problem.title ?? problem.detail {
+            text += ": \(summary)"
+        } else if let richError {
+            text += ": \(richError.error)"
+        } else if !body.isEmpty {
+            text += ": " + BodyExcerpt.make(body)
+        }
+        return text
+    }
+}
+
+/// A body that could not be decoded as the type the endpoint declares.
+public struct DecodingFailure: Sendable, CustomStringConvertible {
+    /// The type that was expected.
+    public let type: String
+    /// Where in the body decoding stopped (`posts[2].author.name`), empty at the top.
+    public let codingPath: String
+    /// What the decoder said.
+    public let reason: String
+    /// The status of the response.
+    public let status: HTTPResponse.Status
+    /// The first bytes of the body (up to 512), as text.
+    public let bodyExcerpt: String
+
+    init(type: Any.Type, error: any Error, status: HTTPResponse.Status, body: Data) {
+        self.type = String(reflecting: type)
+        self.status = status
+        self.bodyExcerpt = BodyExcerpt.make(body)
+        switch error as? DecodingError {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context),
+            .dataCorrupted(let context):
+            self.codingPath = Self.render(context.codingPath)
+            if case .keyNotFound(let key, _) = error as? DecodingError {
+                self.reason = "no value for key \"\(key.stringValue)\""
+            } else {
+                self.reason = context.debugDescription
+            }
+        default:
+            self.codingPath = ""
+            self.reason = String(describing: error)
+        }
+    }
+
+    init(type: Any.Type, reason: String, status: HTTPResponse.Status, body: Data) {
+        self.type = String(reflecting: type)
+        self.codingPath = ""
+        self.reason = reason
+        self.status = status
+        self.bodyExcerpt = BodyExcerpt.make(body)
+    }
+
+    private static func render(_ path: [any CodingKey]) -> String {
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : "." + key.stringValue
+            }
+        }
+        return text
+    }
+
+    public var description: String {
+        let location = codingPath.isEmpty ? "" : " at \(codingPath)"
+        return "could not decode \(type)\(location) from a \(status.code) response: \(reason); body: \(bodyExcerpt)"
+    }
+}
+
+/// A request that ran out of time.
+public struct TimeoutFailure: Sendable, CustomStringConvertible {
+    /// The time the request was allowed.
+    public let timeout: Duration
+    /// The method and URL of the request.
+    public let request: String
+
+    public var description: String { "\(request) timed out after \(timeout)" }
+}
+
+/// A connection that could not be made or broke down.
+public struct ConnectionFailure: Sendable, CustomStringConvertible {
+    /// The host the request was for.
+    public let host: String
+    /// What went wrong, in words.
+    public let reason: String
+    /// The error the transport reported.
+    public let underlying: (any Error)?
+
+    /// Creates a failure description.
+    public init(host: String, reason: String, underlying: (any Error)? = nil) {
+        self.host = host
+        self.reason = reason
+        self.underlying = underlying
+    }
+
+    public var description: String { "\(host): \(reason)" }
+}
+
+/// What made a request invalid, found before anything was sent.
+public struct InvalidRequest: Sendable, CustomStringConvertible {
+    /// The part of the request at fault.
+    public enum Part: Sendable, Equatable {
+        case url
+        case method
+        case header(String)
+        case pathParameter(String)
+        case body
+    }
+
+    /// The part of the request at fault.
+    public let part: Part
+    /// What is wrong with it.
+    public let reason: String
+
+    /// Creates a description of an invalid request.
+    public init(_ part: Part, _ reason: String) {
+        self.part = part
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+}
+
+/// A buffered body over the client's limit.
+public struct ResponseTooLarge: Sendable, CustomStringConvertible {
+    /// The limit in bytes.
+    public let limit: Int
+    /// The length the server announced, if it did.
+    public let announcedLength: Int64?
+
+    public var description: String {
+        let announced = announcedLength.map { " (announced \($0) bytes)" } ?? ""
+        return "the response body is larger than the limit of \(limit) bytes\(announced)"
+    }
+}
+
+enum BodyExcerpt {
+    static let limit = 512
+
+    static func make(_ body: Data) -> String {
+        if body.isEmpty { return "(empty)" }
+        let prefix = body.prefix(limit)
+        let text = String(decoding: prefix, as: UTF8.self)
+        return body.count > limit ? text + "… (\(body.count) bytes)" : text
+    }
+}

@@ -1,0 +1,79 @@
+// The macros a service protocol is written with. `@Service` reads the others and writes the
+// client class; the others expand to nothing and only mark up the protocol's functions.
+
+/// Generates a client for the protocol: `final class <Name>Service: <Name>, TrellisService`
+/// (`<Name>Impl` when the name already ends in `Service`), with `init(baseURL:)`,
+/// `init(client:)`, each function implemented, an overload of each function taking extra
+/// `_queryItems`, and overloads without the arguments that have a `{name=default}` in the path.
+///
+/// ```swift
+/// @Service
+/// protocol Blog {
+///     @GET("/posts/{id}")
+///     func post(id: Int) async throws -> Post
+/// }
+///
+/// let blog = BlogService(baseURL: URL(string: "https://api.example.com/v1")!)
+/// let post = try await blog.post(id: 7)
+/// ```
+@attached(peer, names: suffixed(Service), suffixed(Impl))
+@attached(extension, names: arbitrary)
+public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceMacro")
+
+/// A `GET` endpoint. The path is relative to the client's base URL; `{name}` binds the
+/// parameter `name` as one percent-encoded path segment, `{name=value}` gives it a default, and
+/// a static query (`?sort=new`) is kept.
+@attached(peer) public macro GET(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `GET` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro GET(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `POST` endpoint.
+@attached(peer) public macro POST(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `POST` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro POST(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `PUT` endpoint.
+@attached(peer) public macro PUT(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `PUT` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro PUT(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `DELETE` endpoint.
+@attached(peer) public macro DELETE(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `DELETE` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro DELETE(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `PATCH` endpoint.
+@attached(peer) public macro PATCH(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `PATCH` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro PATCH(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `HEAD` endpoint.
+@attached(peer) public macro HEAD(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `HEAD` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro HEAD(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// An `OPTIONS` endpoint.
+@attached(peer) public macro OPTIONS(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// An `OPTIONS` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro OPTIONS(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `QUERY` endpoint (a safe, idempotent request with a body).
+@attached(peer) public macro QUERY(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `QUERY` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro QUERY(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `TRACE` endpoint.
+@attached(peer) public macro TRACE(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `TRACE` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro TRACE(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `CONNECT` endpoint.
+@attached(peer) public macro CONNECT(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+/// A `CONNECT` endpoint, in Snowdrop's spelling.
+@attached(peer) public macro CONNECT(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// Sends the named parameter as the body: `Data` as raw bytes, `String` as UTF-8 text, any
+/// other `Encodable` as JSON with the client's encoder, each with a matching `Content-Type`
+/// unless the endpoint sets one.
+@attached(peer) public macro Body(_ parameter: String) = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")
+
+/// Sends the body (with `@Body`) or the query parameters (without it) as an
+/// `application/x-www-form-urlencoded` form.
+@attached(peer) public macro FormURLEncoded() = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")
+
+/// Sends the parameter `parameter` as the header `name`; `nil` sends no header.
+@attached(peer) public macro Header(_ name: String, _ parameter: String) = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")
+
+/// Adds fixed headers to every call of the endpoint.
+@attached(peer) public macro Headers(_ fields: [String: String]) = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")

@@ -1,0 +1,166 @@
+public import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// A ``Transport`` over AsyncHTTPClient: connection pooling, HTTP/2 when the server offers
+/// it, and TLS through SwiftNIO SSL. The default on Linux.
+///
+/// ``shared`` serves every client that does not bring its own transport. A transport made
+/// with your own `HTTPClient.Configuration` owns its `HTTPClient`: call ``shutdown()`` when
+/// you are done with it (it is also shut down when the transport is released).
+public final class AsyncHTTPClientTransport: Transport {
+    /// The transport every client uses by default on Linux, alive for the whole process.
+    public static let shared = AsyncHTTPClientTransport(configuration: defaultConfiguration)
+
+    /// Trellis's defaults: full certificate verification, redirects followed (at most 10, no
+    /// cycles), a 10-second connect timeout, HTTP/2 when offered.
+    public static var defaultConfiguration: HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration(
+            certificateVerification: .fullVerification,
+            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            timeout: .init(connect: .seconds(10))
+        )
+        configuration.httpVersion = .automatic
+        return configuration
+    }
+
+    /// The underlying client.
+    public let httpClient: HTTPClient
+    private let ownsClient: Bool
+
+    /// A transport with its own `HTTPClient` made from `configuration`.
+    public init(configuration: HTTPClient.Configuration = AsyncHTTPClientTransport.defaultConfiguration) {
+        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.ownsClient = true
+    }
+
+    /// A transport over an `HTTPClient` you manage (and shut down) yourself.
+    public init(httpClient: HTTPClient) {
+        self.httpClient = httpClient
+        self.ownsClient = false
+    }
+
+    deinit {
+        if ownsClient {
+            httpClient.shutdown { _ in }
+        }
+    }
+
+    /// Shuts down the owned `HTTPClient`, closing its connections.
+    public func shutdown() async throws {
+        if ownsClient {
+            try await httpClient.shutdown()
+        }
+    }
+
+    public func send(_ request: Request) async throws -> Response<ResponseBody> {
+        var outgoing = HTTPClientRequest(url: request.urlString)
+        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
+        outgoing.headers.reserveCapacity(request.headerFields.count)
+        for field in request.headerFields {
+            outgoing.headers.add(name: field.name.rawName, value: field.value)
+        }
+        if let body = request.body {
+            if let bytes = body.bytes {
+                outgoing.body = .bytes(bytes)
+            } else {
+                let length: HTTPClientRequest.Body.Length = body.length.map { .known($0) } ?? .unknown
+                outgoing.body = .stream(RequestBodyChunks(body: body), length: length)
+            }
+        }
+        let timeout = request.timeout ?? .seconds(60)
+        let host = request.head.authority ?? ""
+        let response: HTTPClientResponse
+        do {
+            response = try await httpClient.execute(outgoing, deadline: .now() + TimeAmount(timeout))
+        } catch {
+            throw Self.translate(error, host: host, timeout: timeout, request: request)
+        }
+        var fields = HTTPFields()
+        fields.reserveCapacity(response.headers.count)
+        for (name, value) in response.headers {
+            if let fieldName = HTTPField.Name(name) {
+                fields.append(HTTPField(name: fieldName, value: value))
+            }
+        }
+        let head = HTTPResponse(
+            status: .init(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+            headerFields: fields
+        )
+        let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
+        let chunks = response.body
+        let body = ResponseBody(expectedLength: expectedLength) {
+            var iterator = chunks.makeAsyncIterator()
+            return ChunkIterator {
+                do {
+                    return try await iterator.next()
+                } catch {
+                    throw Self.translate(error, host: host, timeout: timeout, request: request)
+                }
+            }
+        }
+        return Response(head: head, body: body)
+    }
+
+    /// AsyncHTTPClient's and SwiftNIO's errors as ``TrellisError``, cancellation as
+    /// `CancellationError`.
+    static func translate(_ error: any Error, host: String, timeout: Duration, request: Request) -> any Error {
+        if error is CancellationError || error is TrellisError { return error }
+        if let clientError = error as? HTTPClientError {
+            switch clientError {
+            case .cancelled, .requestStreamCancelled:
+                return CancellationError()
+            case .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout,
+                .tlsHandshakeTimeout:
+                return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
+            case .remoteConnectionClosed:
+                return TrellisError.connectionFailed(
+                    ConnectionFailure(host: host, reason: "the server closed the connection before the response was complete", underlying: clientError)
+                )
+            case .bodyLengthMismatch:
+                return TrellisError.connectionFailed(
+                    ConnectionFailure(host: host, reason: "the body was shorter or longer than its Content-Length", underlying: clientError)
+                )
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) cannot be sent: \(clientError)"))
+            default:
+                return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(clientError)", underlying: clientError))
+            }
+        }
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
+        }
+        if let ioError = error as? IOError {
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: Self.describe(ioError), underlying: ioError))
+        }
+        return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
+    }
+
+    private static func describe(_ error: IOError) -> String {
+        switch error.errnoCode {
+        case ECONNREFUSED: "connection refused"
+        case ECONNRESET: "connection reset by the server"
+        default: "\(error)"
+        }
+    }
+}
+
+/// A streamed request body as AsyncHTTPClient reads it.
+private struct RequestBodyChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let body: RequestBody
+
+    func makeAsyncIterator() -> ChunkIterator {
+        body.makeChunkIterator()
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

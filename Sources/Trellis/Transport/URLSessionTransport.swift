@@ -1,0 +1,233 @@
+import Foundation
+import HTTPTypes
+import HTTPTypesFoundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOFoundationCompat
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// A ``Transport`` over `URLSession`. The default on Apple platforms.
+///
+/// It streams response bodies through a session delegate, so it works the same on Linux's
+/// FoundationNetworking, which has no `bytes(for:)`. Limits there, measured: no WebSockets,
+/// no server-trust evaluation (a self-signed or pinned certificate cannot be accepted), and a
+/// lower request rate than ``AsyncHTTPClientTransport``. A streamed request body is gathered
+/// into memory before sending.
+public final class URLSessionTransport: Transport {
+    /// The transport every client uses by default on Apple platforms.
+    public static let shared = URLSessionTransport()
+
+    private let session: URLSession
+    private let delegate: SessionDelegate
+
+    /// A transport with its own session made from `configuration`.
+    public init(configuration: URLSessionConfiguration = .default) {
+        let delegate = SessionDelegate()
+        self.delegate = delegate
+        self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    deinit {
+        session.finishTasksAndInvalidate()
+    }
+
+    public func send(_ request: Request) async throws -> Response<ResponseBody> {
+        guard let url = request.url else {
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) is not a valid URL"))
+        }
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.method.rawValue
+        for field in request.headerFields {
+            urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
+        }
+        let timeout = request.timeout ?? .seconds(60)
+        urlRequest.timeoutInterval = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        if let body = request.body {
+            if let bytes = body.bytes {
+                urlRequest.httpBody = Data(buffer: bytes, byteTransferStrategy: .noCopy)
+            } else {
+                var gathered = ByteBuffer()
+                var chunks = body.makeChunkIterator()
+                while var chunk = try await chunks.next() { gathered.writeBuffer(&chunk) }
+                urlRequest.httpBody = Data(buffer: gathered)
+            }
+        }
+        let task = session.dataTask(with: urlRequest)
+        let exchange = Exchange(task: task, request: request, timeout: timeout)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                exchange.start(continuation, delegate: delegate)
+            }
+        } onCancel: {
+            exchange.cancel()
+        }
+    }
+}
+
+/// One request's state between the session delegate's callbacks and the caller.
+private final class Exchange: @unchecked Sendable {
+    private struct State {
+        var headContinuation: CheckedContinuation<Response<ResponseBody>, any Error>?
+        var cancelled = false
+    }
+
+    let task: URLSessionDataTask
+    let request: Request
+    let timeout: Duration
+    private let state = NIOLockedValueBox(State())
+    private let chunks: AsyncThrowingStream<ByteBuffer, any Error>
+    private let chunkSink: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
+
+    init(task: URLSessionDataTask, request: Request, timeout: Duration) {
+        self.task = task
+        self.request = request
+        self.timeout = timeout
+        (chunks, chunkSink) = AsyncThrowingStream.makeStream(of: ByteBuffer.self, throwing: (any Error).self)
+        chunkSink.onTermination = { [task] termination in
+            if case .cancelled = termination { task.cancel() }
+        }
+    }
+
+    func start(_ continuation: CheckedContinuation<Response<ResponseBody>, any Error>, delegate: SessionDelegate) {
+        let proceed = state.withLockedValue { state -> Bool in
+            guard !state.cancelled else { return false }
+            state.headContinuation = continuation
+            return true
+        }
+        guard proceed else {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        delegate.register(self)
+        task.resume()
+    }
+
+    func cancel() {
+        let continuation = state.withLockedValue { state in
+            state.cancelled = true
+            defer { state.headContinuation = nil }
+            return state.headContinuation
+        }
+        task.cancel()
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    func received(_ response: URLResponse) {
+        guard let continuation = state.withLockedValue({ state in
+            defer { state.headContinuation = nil }
+            return state.headContinuation
+        }) else { return }
+        guard let httpResponse = response as? HTTPURLResponse, let head = httpResponse.httpResponse else {
+            continuation.resume(throwing: TrellisError.connectionFailed(
+                ConnectionFailure(host: request.head.authority ?? "", reason: "the response is not an HTTP response")
+            ))
+            return
+        }
+        let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
+        let chunks = self.chunks
+        let body = ResponseBody(expectedLength: length) {
+            ChunkIterator(chunks)
+        }
+        continuation.resume(returning: Response(head: head, body: body))
+    }
+
+    func received(_ data: Data) {
+        chunkSink.yield(ByteBuffer(data: data))
+    }
+
+    func completed(with error: (any Error)?) {
+        let continuation = state.withLockedValue { state in
+            defer { state.headContinuation = nil }
+            return state.headContinuation
+        }
+        if let error {
+            let translated = translate(error)
+            continuation?.resume(throwing: translated)
+            chunkSink.finish(throwing: translated)
+        } else {
+            continuation?.resume(throwing: TrellisError.connectionFailed(
+                ConnectionFailure(host: request.head.authority ?? "", reason: "the request completed without a response")
+            ))
+            chunkSink.finish()
+        }
+    }
+
+    private func translate(_ error: any Error) -> any Error {
+        let host = request.head.authority ?? ""
+        guard let urlError = error as? URLError else {
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(error)"))
+        }
+        switch urlError.code {
+        case .cancelled:
+            return CancellationError()
+        case .timedOut:
+            return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected,
+            .clientCertificateRequired:
+            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: urlError.localizedDescription, underlying: urlError))
+        case .cannotFindHost, .dnsLookupFailed:
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "unknown host", underlying: urlError))
+        case .cannotConnectToHost:
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "connection refused", underlying: urlError))
+        case .networkConnectionLost:
+            return TrellisError.connectionFailed(
+                ConnectionFailure(host: host, reason: "the connection was lost before the response was complete", underlying: urlError)
+            )
+        default:
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: urlError.localizedDescription, underlying: urlError))
+        }
+    }
+}
+
+/// Routes the session's callbacks to the exchange of each task.
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private let exchanges = NIOLockedValueBox([Int: Exchange]())
+
+    func register(_ exchange: Exchange) {
+        exchanges.withLockedValue { $0[exchange.task.taskIdentifier] = exchange }
+    }
+
+    private func exchange(for task: URLSessionTask) -> Exchange? {
+        exchanges.withLockedValue { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        exchange(for: dataTask)?.received(response)
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        exchange(for: dataTask)?.received(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let exchange = exchanges.withLockedValue { $0.removeValue(forKey: task.taskIdentifier) }
+        exchange?.completed(with: error)
+    }
+
+    /// Without an answer here, FoundationNetworking was seen to leave a 401 carrying
+    /// `WWW-Authenticate` pending forever. Trellis does its own authentication, so the
+    /// challenge is declined and the 401 reaches the caller.
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        #if canImport(Darwin)
+        if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust {
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        #endif
+        completionHandler(.rejectProtectionSpace, nil)
+    }
+}

@@ -1,0 +1,307 @@
+import SwiftDiagnostics
+import SwiftSyntax
+import SwiftSyntaxMacros
+
+/// One function of a service protocol, understood: its HTTP method and path, and where each
+/// parameter goes.
+struct Endpoint {
+    struct Parameter {
+        let label: String?
+        let name: String
+        let type: TypeSyntax
+        let syntax: FunctionParameterSyntax
+
+        /// How a call passes this argument: `name: name` or just `name`.
+        var argument: String { label.map { "\($0): \(name)" } ?? name }
+        /// The key of its query item or form field: the label, or the name when unlabeled.
+        var key: String { label ?? name }
+        var typeText: String { type.trimmedDescription }
+        var isOptional: Bool {
+            type.is(OptionalTypeSyntax.self) || type.is(ImplicitlyUnwrappedOptionalTypeSyntax.self)
+                || typeText.hasPrefix("Optional<")
+        }
+        var isStringLike: Bool {
+            let base = typeText.replacing( "?", with: "")
+            return ["String", "Substring", "Swift.String", "Optional<String>"].contains(base)
+        }
+    }
+
+    enum ReturnKind {
+        case void
+        case responseVoid
+        case response(String)
+        case value(String)
+    }
+
+    let function: FunctionDeclSyntax
+    let method: String
+    let templateText: String
+    let template: PathTemplate
+    let parameters: [Parameter]
+    let pathParameters: [String: Parameter]
+    let body: Parameter?
+    let isForm: Bool
+    let headers: [(name: String, parameter: Parameter)]
+    let staticHeaders: [(name: String, value: String)]
+    let queryParameters: [Parameter]
+    let returnKind: ReturnKind
+
+    static let methodMacros: [String: String] = [
+        "GET": ".get", "POST": ".post", "PUT": ".put", "DELETE": ".delete", "PATCH": ".patch",
+        "HEAD": ".head", "OPTIONS": ".options", "QUERY": ".query", "TRACE": ".trace", "CONNECT": ".connect",
+    ]
+
+    static func attributeName(_ attribute: AttributeSyntax) -> String {
+        let text = attribute.attributeName.trimmedDescription
+        return text.split(separator: ".").last.map(String.init) ?? text
+    }
+
+    /// Reads a function, reporting every problem at the node that causes it. Returns `nil`
+    /// when the function cannot be implemented.
+    static func analyze(_ function: FunctionDeclSyntax, diagnose: ((Diagnostic) -> Void)?) -> Endpoint? {
+        var failed = false
+        func report(_ node: some SyntaxProtocol, _ id: String, _ message: String, fixIts: [FixIt] = []) {
+            failed = true
+            diagnose?(Diagnostic(node: Syntax(node), message: TrellisDiagnostic(id, message), fixIts: fixIts))
+        }
+
+        let attributes = function.attributes.compactMap { $0.as(AttributeSyntax.self) }
+        let methodAttributes = attributes.filter { methodMacros[attributeName($0)] != nil }
+        let name = function.name.text
+
+        // HTTP method
+        guard let methodAttribute = methodAttributes.first else {
+            report(
+                function.name, "missingMethod",
+                "'\(name)' needs an HTTP method macro such as @GET(\"/path\") or @POST(\"/path\")"
+            )
+            return nil
+        }
+        for extra in methodAttributes.dropFirst() {
+            let remaining = function.attributes.filter { $0.as(AttributeSyntax.self) != extra }
+            report(
+                extra, "multipleMethods",
+                "'\(name)' has more than one HTTP method macro; keep one of @\(methodAttributes.map(attributeName).joined(separator: ", @"))",
+                fixIts: [FixIt(message: TrellisFixIt("Remove @\(attributeName(extra))"), changes: [.replace(oldNode: Syntax(function.attributes), newNode: Syntax(remaining))])]
+            )
+        }
+
+        // async throws
+        let effects = function.signature.effectSpecifiers
+        let throwsClause = effects?.throwsClause
+        if effects?.asyncSpecifier == nil || throwsClause == nil || throwsClause?.throwsSpecifier.tokenKind != .keyword(.throws)
+            || throwsClause?.type != nil
+        {
+            var fixed = function.signature
+            fixed.effectSpecifiers = FunctionEffectSpecifiersSyntax(
+                asyncSpecifier: .keyword(.async, leadingTrivia: .space, trailingTrivia: .space),
+                throwsClause: ThrowsClauseSyntax(throwsSpecifier: .keyword(.throws, trailingTrivia: fixed.returnClause == nil ? [] : .space))
+            )
+            if fixed.returnClause == nil { fixed.parameterClause.trailingTrivia = [] }
+            report(
+                function.signature, "notAsyncThrows",
+                "'\(name)' must be declared 'async throws': it sends a request over the network",
+                fixIts: [FixIt(message: TrellisFixIt("Declare '\(name)' as 'async throws'"), changes: [.replace(oldNode: Syntax(function.signature), newNode: Syntax(fixed))])]
+            )
+        }
+
+        // Path
+        let method = attributeName(methodAttribute)
+        guard let pathArgument = methodAttribute.arguments?.as(LabeledExprListSyntax.self)?.first,
+            let literal = pathArgument.expression.as(StringLiteralExprSyntax.self),
+            let templateText = literal.representedLiteralValue
+        else {
+            report(methodAttribute, "pathNotLiteral", "the path of @\(method) must be a string literal without interpolation")
+            return nil
+        }
+        let template: PathTemplate
+        switch PathTemplate.parse(templateText) {
+        case .success(let parsed): template = parsed
+        case .failure(let problem):
+            report(literal, "invalidPath", "\"\(templateText)\" is not a valid relative URL: \(problem.message)")
+            return nil
+        }
+
+        // Parameters
+        var parameters: [Parameter] = []
+        for parameter in function.signature.parameterClause.parameters {
+            let first = parameter.firstName.text
+            let second = parameter.secondName?.text
+            if parameter.ellipsis != nil {
+                report(parameter, "variadic", "variadic parameter '\(second ?? first)' is not supported; use an array")
+            }
+            parameters.append(
+                Parameter(label: first == "_" ? nil : first, name: second ?? first, type: parameter.type, syntax: parameter)
+            )
+        }
+        func parameter(named name: String) -> Parameter? {
+            parameters.first { $0.name == name } ?? parameters.first { $0.label == name }
+        }
+
+        // Body
+        var body: Parameter?
+        let isForm = attributes.contains { attributeName($0) == "FormURLEncoded" }
+        for attribute in attributes where attributeName(attribute) == "Body" {
+            guard let argument = stringArgument(attribute, at: 0) else {
+                report(attribute, "bodyNotLiteral", "@Body takes the name of a parameter as a string literal")
+                continue
+            }
+            guard let found = parameter(named: argument.value) else {
+                var fixIts: [FixIt] = []
+                if let suggestion = Similarity.closest(to: argument.value, in: parameters.map(\.name)) {
+                    fixIts.append(replaceLiteral(argument.node, with: suggestion, message: "Use the parameter '\(suggestion)'"))
+                }
+                report(argument.node, "bodyMissingParameter", "@Body names '\(argument.value)', but '\(name)' has no parameter of that name", fixIts: fixIts)
+                continue
+            }
+            if body != nil {
+                report(attribute, "multipleBodies", "'\(name)' has more than one @Body; a request has one body")
+            }
+            body = found
+        }
+
+        // Headers
+        var headers: [(String, Parameter)] = []
+        var staticHeaders: [(String, String)] = []
+        for attribute in attributes {
+            switch attributeName(attribute) {
+            case "Header":
+                guard let headerName = stringArgument(attribute, at: 0), let parameterName = stringArgument(attribute, at: 1) else {
+                    report(attribute, "headerNotLiteral", "@Header takes a header name and a parameter name, both string literals")
+                    continue
+                }
+                if !isToken(headerName.value) {
+                    report(headerName.node, "invalidHeaderName", "\"\(headerName.value)\" is not a valid HTTP header name")
+                }
+                guard let found = parameter(named: parameterName.value) else {
+                    var fixIts: [FixIt] = []
+                    if let suggestion = Similarity.closest(to: parameterName.value, in: parameters.map(\.name)) {
+                        fixIts.append(replaceLiteral(parameterName.node, with: suggestion, message: "Use the parameter '\(suggestion)'"))
+                    }
+                    report(parameterName.node, "headerMissingParameter", "@Header names '\(parameterName.value)', but '\(name)' has no parameter of that name", fixIts: fixIts)
+                    continue
+                }
+                headers.append((headerName.value, found))
+            case "Headers":
+                guard let dictionary = attribute.arguments?.as(LabeledExprListSyntax.self)?.first?.expression.as(DictionaryExprSyntax.self) else {
+                    report(attribute, "headersNotLiteral", "@Headers takes a dictionary literal of header names and values")
+                    continue
+                }
+                guard case .elements(let elements) = dictionary.content else { continue }
+                for element in elements {
+                    guard let key = element.key.as(StringLiteralExprSyntax.self)?.representedLiteralValue,
+                        let value = element.value.as(StringLiteralExprSyntax.self)?.representedLiteralValue
+                    else {
+                        report(element, "headersNotLiteral", "@Headers names and values must be string literals")
+                        continue
+                    }
+                    if !isToken(key) {
+                        report(element.key, "invalidHeaderName", "\"\(key)\" is not a valid HTTP header name")
+                    } else if value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+                        report(element.value, "invalidHeaderValue", "the value of header \"\(key)\" contains CR, LF or NUL")
+                    } else {
+                        staticHeaders.append((key, value))
+                    }
+                }
+            default:
+                break
+            }
+        }
+
+        // Path placeholders
+        var pathParameters: [String: Parameter] = [:]
+        for placeholder in template.placeholders {
+            guard let found = parameter(named: placeholder.name) else {
+                let unbound = parameters.filter { candidate in
+                    !template.placeholders.contains { $0.name == candidate.name || $0.name == candidate.label }
+                }
+                var fixIts: [FixIt] = []
+                if let suggestion = Similarity.closest(to: placeholder.name, in: unbound.map(\.name)) {
+                    let corrected = templateText.replacing( "{\(placeholder.name)", with: "{\(suggestion)")
+                    fixIts.append(replaceLiteral(literal, with: corrected, message: "Use the parameter '\(suggestion)'"))
+                }
+                report(
+                    literal, "unboundPlaceholder",
+                    "the path placeholder {\(placeholder.name)} has no matching parameter in '\(name)'",
+                    fixIts: fixIts
+                )
+                continue
+            }
+            if let body, body.name == found.name {
+                report(
+                    attributes.first { attributeName($0) == "Body" } ?? methodAttribute, "pathAndBody",
+                    "'\(found.name)' is bound to the path placeholder {\(placeholder.name)} and named by @Body; a parameter can only be one of them"
+                )
+            }
+            pathParameters[placeholder.name] = found
+        }
+
+        let bound = Set(pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name].compactMap { $0 })
+        let queryParameters = parameters.filter { !bound.contains($0.name) }
+
+        if failed { return nil }
+        return Endpoint(
+            function: function,
+            method: method,
+            templateText: templateText,
+            template: template,
+            parameters: parameters,
+            pathParameters: pathParameters,
+            body: body,
+            isForm: isForm,
+            headers: headers,
+            staticHeaders: staticHeaders,
+            queryParameters: queryParameters,
+            returnKind: returnKind(of: function)
+        )
+    }
+
+    private static func returnKind(of function: FunctionDeclSyntax) -> ReturnKind {
+        guard let type = function.signature.returnClause?.type else { return .void }
+        let text = type.trimmedDescription
+        if isVoid(text) { return .void }
+        let generic: GenericArgumentClauseSyntax?
+        let baseName: String
+        if let identifier = type.as(IdentifierTypeSyntax.self) {
+            baseName = identifier.name.text
+            generic = identifier.genericArgumentClause
+        } else if let member = type.as(MemberTypeSyntax.self) {
+            baseName = member.baseType.trimmedDescription + "." + member.name.text
+            generic = member.genericArgumentClause
+        } else {
+            return .value(text)
+        }
+        if baseName == "Response" || baseName == "Trellis.Response", let argument = generic?.arguments.first,
+            generic?.arguments.count == 1
+        {
+            let inner = argument.argument.trimmedDescription
+            return isVoid(inner) ? .responseVoid : .response(inner)
+        }
+        return .value(text)
+    }
+
+    private static func isVoid(_ text: String) -> Bool {
+        ["Void", "()", "Swift.Void"].contains(text.replacing( " ", with: ""))
+    }
+
+    private static func stringArgument(_ attribute: AttributeSyntax, at index: Int) -> (value: String, node: StringLiteralExprSyntax)? {
+        guard let arguments = attribute.arguments?.as(LabeledExprListSyntax.self), arguments.count > index else { return nil }
+        let expression = arguments[arguments.index(arguments.startIndex, offsetBy: index)].expression
+        guard let literal = expression.as(StringLiteralExprSyntax.self), let value = literal.representedLiteralValue else {
+            return nil
+        }
+        return (value, literal)
+    }
+
+    private static func replaceLiteral(_ literal: StringLiteralExprSyntax, with text: String, message: String) -> FixIt {
+        let replacement = StringLiteralExprSyntax(content: text).with(\.leadingTrivia, literal.leadingTrivia)
+            .with(\.trailingTrivia, literal.trailingTrivia)
+        return FixIt(message: TrellisFixIt(message), changes: [.replace(oldNode: Syntax(literal), newNode: Syntax(replacement))])
+    }
+
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(Character(scalar)) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar))
+        }
+    }
+}

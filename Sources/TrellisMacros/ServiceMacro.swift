@@ -1,0 +1,249 @@
+import SwiftDiagnostics
+public import SwiftSyntax
+import SwiftSyntaxBuilder
+public import SwiftSyntaxMacros
+
+/// `@Service`: writes the client class for a protocol, and an extension with the overloads
+/// that leave out arguments whose path placeholder has a default.
+public struct ServiceMacro: PeerMacro, ExtensionMacro {
+    public static func expansion(
+        of node: AttributeSyntax,
+        providingPeersOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        guard let service = declaration.as(ProtocolDeclSyntax.self) else {
+            context.diagnose(Diagnostic(
+                node: Syntax(node),
+                message: TrellisDiagnostic("notProtocol", "@Service applies to a protocol; declare the API as 'protocol' and Trellis writes the class")
+            ))
+            return []
+        }
+        let access = accessModifier(of: service)
+        let className = service.name.text.hasSuffix("Service") ? service.name.text + "Impl" : service.name.text + "Service"
+        var members: [String] = []
+        for member in service.memberBlock.members {
+            if let function = member.decl.as(FunctionDeclSyntax.self) {
+                if let endpoint = Endpoint.analyze(function, diagnose: { context.diagnose($0) }) {
+                    members.append(contentsOf: implementation(of: endpoint, access: access))
+                } else {
+                    members.append(unavailableStub(for: function, access: access))
+                }
+            } else if !member.decl.is(AssociatedTypeDeclSyntax.self) {
+                context.diagnose(Diagnostic(
+                    node: Syntax(member.decl),
+                    message: TrellisDiagnostic("unsupportedMember", "a @Service protocol declares endpoints as functions; Trellis cannot implement this member")
+                ))
+            }
+        }
+        let classDecl: DeclSyntax = """
+            \(raw: access)final class \(raw: className): \(raw: service.name.text), Trellis.TrellisService {
+                \(raw: access)let serviceContext: Trellis.ServiceContext
+
+                /// A service that sends through `client`.
+                \(raw: access)init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                \(raw: access)convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+            \(raw: members.joined(separator: "\n\n"))
+            }
+            """
+        return [classDecl]
+    }
+
+    public static func expansion(
+        of node: AttributeSyntax,
+        attachedTo declaration: some DeclGroupSyntax,
+        providingExtensionsOf type: some TypeSyntaxProtocol,
+        conformingTo protocols: [TypeSyntax],
+        in context: some MacroExpansionContext
+    ) throws -> [ExtensionDeclSyntax] {
+        guard let service = declaration.as(ProtocolDeclSyntax.self) else { return [] }
+        let access = accessModifier(of: service)
+        var overloads: [String] = []
+        for member in service.memberBlock.members {
+            guard let function = member.decl.as(FunctionDeclSyntax.self),
+                let endpoint = Endpoint.analyze(function, diagnose: nil)
+            else { continue }
+            overloads.append(contentsOf: defaultArgumentOverloads(of: endpoint, access: access))
+        }
+        guard !overloads.isEmpty else { return [] }
+        let decl: DeclSyntax = """
+            extension \(raw: type.trimmedDescription) {
+            \(raw: overloads.joined(separator: "\n\n"))
+            }
+            """
+        return [decl.cast(ExtensionDeclSyntax.self)]
+    }
+
+    // MARK: Generation
+
+    private static func accessModifier(of service: ProtocolDeclSyntax) -> String {
+        for modifier in service.modifiers {
+            switch modifier.name.tokenKind {
+            case .keyword(.public), .keyword(.open): return "public "
+            case .keyword(.package): return "package "
+            case .keyword(.fileprivate), .keyword(.private): return "fileprivate "
+            default: continue
+            }
+        }
+        return ""
+    }
+
+    /// `name<T>(a: A, b: B)` with extra parameters appended.
+    private static func signature(of function: FunctionDeclSyntax, appending extra: [String] = [], dropping dropped: Set<String> = []) -> String {
+        var parameters = function.signature.parameterClause.parameters
+            .filter { !dropped.contains(($0.secondName ?? $0.firstName).text) }
+            .map { $0.with(\.trailingComma, nil).trimmedDescription }
+        parameters.append(contentsOf: extra)
+        let generics = function.genericParameterClause?.trimmedDescription ?? ""
+        let returnClause = function.signature.returnClause.map { " " + $0.trimmedDescription } ?? ""
+        let whereClause = function.genericWhereClause.map { " " + $0.trimmedDescription } ?? ""
+        return "func \(function.name.text)\(generics)(\(parameters.joined(separator: ", "))) async throws\(returnClause)\(whereClause)"
+    }
+
+    private static func call(_ function: FunctionDeclSyntax, arguments: [String]) -> String {
+        "\(function.name.text)(\(arguments.joined(separator: ", ")))"
+    }
+
+    private static func implementation(of endpoint: Endpoint, access: String) -> [String] {
+        let function = endpoint.function
+        let arguments = endpoint.parameters.map(\.argument)
+        let returnKeyword = isVoid(endpoint.returnKind) ? "" : "return "
+        let forwarding = """
+                \(access)\(signature(of: function)) {
+                    \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: []"]))
+                }
+            """
+
+        var lines: [String] = []
+        var pathExpression = ""
+        for part in endpoint.template.parts {
+            switch part {
+            case .literal(let text):
+                pathExpression += text
+            case .placeholder(let name, _):
+                let parameter = endpoint.pathParameters[name]!
+                pathExpression += "\\(Trellis.RequestBuilder.pathSegment(\(parameter.name), name: \"\(name)\"))"
+            }
+        }
+        let throwingPath = !endpoint.pathParameters.isEmpty
+        lines.append(
+            "var __request = \(throwingPath ? "try " : "")self.serviceContext.request(\(Endpoint.methodMacros[endpoint.method]!), path: \"\(pathExpression)\", query: \"\(endpoint.template.query)\", template: \(literal(endpoint.templateText)))"
+        )
+        for (name, value) in endpoint.staticHeaders {
+            lines.append("try __request.header(\(literal(name)), \(literal(value)))")
+        }
+        for (name, parameter) in endpoint.headers {
+            lines.append("try __request.header(\(literal(name)), \(parameter.name))")
+        }
+        if let body = endpoint.body {
+            lines.append(endpoint.isForm ? "try __request.formBody(\(body.name))" : "try __request.body(\(body.name))")
+        }
+        let formFields = endpoint.isForm && endpoint.body == nil
+        if formFields { lines.append("__request.startForm()") }
+        for parameter in endpoint.queryParameters {
+            lines.append("__request.\(formFields ? "formField" : "query")(\(literal(parameter.key)), \(parameter.name))")
+        }
+        lines.append("__request.queryItems(_queryItems)")
+        switch endpoint.returnKind {
+        case .void:
+            lines.append("try await self.serviceContext.perform(__request)")
+        case .responseVoid:
+            lines.append("return try await self.serviceContext.response(__request)")
+        case .response(let type):
+            lines.append("return try await self.serviceContext.response(__request, as: \(type).self)")
+        case .value(let type):
+            lines.append("return try await self.serviceContext.value(__request, as: \(type).self)")
+        }
+        let full = """
+                \(access)\(signature(of: function, appending: ["_queryItems: [Trellis.QueryItem]"])) {
+                    \(lines.joined(separator: "\n        "))
+                }
+            """
+        return [forwarding, full]
+    }
+
+    private static func defaultArgumentOverloads(of endpoint: Endpoint, access: String) -> [String] {
+        let defaults = endpoint.template.placeholders.compactMap { placeholder -> (Endpoint.Parameter, String)? in
+            guard let value = placeholder.defaultValue, let parameter = endpoint.pathParameters[placeholder.name] else { return nil }
+            return (parameter, parameter.isStringLike ? literal(value) : value)
+        }
+        guard !defaults.isEmpty, defaults.count <= 4 else { return [] }
+        var overloads: [String] = []
+        let returnKeyword = isVoid(endpoint.returnKind) ? "" : "return "
+        for mask in 1..<(1 << defaults.count) {
+            let omitted = defaults.indices.filter { mask & (1 << $0) != 0 }.map { defaults[$0] }
+            let omittedNames = Set(omitted.map(\.0.name))
+            let arguments = endpoint.parameters.map { parameter -> String in
+                guard let value = omitted.first(where: { $0.0.name == parameter.name })?.1 else { return parameter.argument }
+                return parameter.label.map { "\($0): \(value)" } ?? value
+            }
+            overloads.append("""
+                    \(access)\(signature(of: endpoint.function, dropping: omittedNames)) {
+                        \(returnKeyword)try await self.\(call(endpoint.function, arguments: arguments))
+                    }
+                """)
+        }
+        return overloads
+    }
+
+    /// Keeps the class compiling when a function has an error, so the compiler shows that
+    /// error alone rather than a cascade of conformance failures.
+    private static func unavailableStub(for function: FunctionDeclSyntax, access: String) -> String {
+        """
+            \(access)\(signature(of: function)) {
+                fatalError("Trellis could not implement '\(function.name.text)'; see the error reported at its declaration")
+            }
+        """
+    }
+
+    private static func isVoid(_ kind: Endpoint.ReturnKind) -> Bool {
+        if case .void = kind { return true }
+        return false
+    }
+
+    static func literal(_ text: String) -> String {
+        StringLiteralExprSyntax(content: text).description
+    }
+}
+
+/// `@GET`, `@POST`, …: markers read by `@Service`. On their own they check only that they
+/// sit in a `@Service` protocol, where they take effect.
+public struct HTTPMethodMacro: PeerMacro {
+    public static func expansion(
+        of node: AttributeSyntax,
+        providingPeersOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        let enclosing = context.lexicalContext.first?.as(ProtocolDeclSyntax.self)
+        let isInService = enclosing?.attributes.contains { attribute in
+            attribute.as(AttributeSyntax.self).map { Endpoint.attributeName($0) == "Service" } ?? false
+        } ?? false
+        if !isInService {
+            context.diagnose(Diagnostic(
+                node: Syntax(node),
+                message: TrellisDiagnostic(
+                    "outsideService",
+                    "@\(Endpoint.attributeName(node)) only takes effect on a function of a protocol marked @Service"
+                )
+            ))
+        }
+        return []
+    }
+}
+
+/// `@Body`, `@Header`, `@Headers`, `@FormURLEncoded`: markers read by `@Service`.
+public struct MarkerMacro: PeerMacro {
+    public static func expansion(
+        of node: AttributeSyntax,
+        providingPeersOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        []
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import NIOPosix
+
+/// An in-process Hummingbird server on 127.0.0.1 with a port chosen by the system.
+enum TestServer {
+    /// Runs `body` with the base URL of a server built by `configure`, then stops the server.
+    static func with<Result: Sendable>(
+        _ configure: (Router<BasicRequestContext>) -> Void,
+        _ body: (URL) async throws -> Result
+    ) async throws -> Result {
+        let router = Router()
+        configure(router)
+        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
+        var logger = Logger(label: "test-server")
+        logger.logLevel = .critical
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let server = Task { try await app.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        do {
+            let result = try await body(URL(string: "http://127.0.0.1:\(port)")!)
+            server.cancel()
+            _ = await server.result
+            return result
+        } catch {
+            server.cancel()
+            _ = await server.result
+            throw error
+        }
+    }
+}
+
+/// A raw TCP listener that reads requests and never answers, and reports when a client
+/// closes its connection: what a server sees of a cancelled request.
+final class SilentServer: Sendable {
+    enum Event: Sendable, Equatable {
+        case requestReceived
+        case connectionClosed
+    }
+
+    let events: AsyncStream<Event>
+    private let sink: AsyncStream<Event>.Continuation
+    private let channel: any Channel
+
+    var url: URL { URL(string: "http://127.0.0.1:\(channel.localAddress!.port!)")! }
+
+    init() async throws {
+        let (events, sink) = AsyncStream.makeStream(of: Event.self)
+        self.events = events
+        self.sink = sink
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(Handler(sink: sink))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+    }
+
+    func stop() async throws {
+        try await channel.close()
+        sink.finish()
+    }
+
+    private final class Handler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let sink: AsyncStream<Event>.Continuation
+
+        init(sink: AsyncStream<Event>.Continuation) {
+            self.sink = sink
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = Self.unwrapInboundIn(data)
+            if buffer.readableBytesView.contains(UInt8(ascii: "\n")) {
+                sink.yield(.requestReceived)
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            sink.yield(.connectionClosed)
+        }
+    }
+}
