@@ -56,7 +56,7 @@ private struct FieldEncoder: Encoder {
         let nested = FieldEncoder(sink: sink, name: fieldName)
         if let date = value as? Date {
             try nested.write(date.parameterValue)
-        } else if let parameter = value as? any ParameterValue, !(value is any Collection) {
+        } else if let parameter = value as? any ParameterValue {
             try nested.write(parameter.parameterValue)
         } else {
             try value.encode(to: nested)

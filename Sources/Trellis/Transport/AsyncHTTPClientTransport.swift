@@ -16,7 +16,9 @@ public final class AsyncHTTPClientTransport: Transport {
     public static let shared = AsyncHTTPClientTransport(configuration: defaultConfiguration)
 
     /// Trellis's defaults: full certificate verification, redirects followed (at most 10, no
-    /// cycles), a 10-second connect timeout, HTTP/2 when offered.
+    /// cycles), a 10-second connect timeout, HTTP/2 when offered, and no silent retrying of
+    /// failed connection attempts (AsyncHTTPClient's default retries a refused connection until
+    /// the connect timeout; a refused connection should fail at once).
     public static var defaultConfiguration: HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration(
             certificateVerification: .fullVerification,
@@ -24,6 +26,7 @@ public final class AsyncHTTPClientTransport: Transport {
             timeout: .init(connect: .seconds(10))
         )
         configuration.httpVersion = .automatic
+        configuration.connectionPool.retryConnectionEstablishment = false
         return configuration
     }
 

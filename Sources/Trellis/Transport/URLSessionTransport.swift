@@ -133,6 +133,10 @@ private final class Exchange: @unchecked Sendable {
         continuation.resume(returning: Response(head: head, body: body))
     }
 
+    func finishBody() {
+        chunkSink.finish()
+    }
+
     func received(_ data: Data) {
         chunkSink.yield(ByteBuffer(data: data))
     }
@@ -213,9 +217,12 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         exchange?.completed(with: error)
     }
 
-    /// Without an answer here, FoundationNetworking was seen to leave a 401 carrying
-    /// `WWW-Authenticate` pending forever. Trellis does its own authentication, so the
-    /// challenge is declined and the 401 reaches the caller.
+    /// Trellis does its own authentication, so a 401 must reach the caller as a response.
+    ///
+    /// On Apple platforms default handling does that. FoundationNetworking never proceeds
+    /// from default handling without a stored credential (the 401 stays pending forever) and
+    /// cancels the task for any other answer; there the challenge's failure response is
+    /// delivered as the response (its body is lost), then the task is cancelled.
     func urlSession(
         _ session: URLSession,
         task: URLSessionTask,
@@ -223,11 +230,13 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(Darwin)
-        if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust {
-            completionHandler(.performDefaultHandling, nil)
-            return
+        completionHandler(.performDefaultHandling, nil)
+        #else
+        if let response = challenge.failureResponse, let exchange = exchange(for: task) {
+            exchange.received(response)
+            exchange.finishBody()
         }
+        completionHandler(.cancelAuthenticationChallenge, nil)
         #endif
-        completionHandler(.rejectProtectionSpace, nil)
     }
 }

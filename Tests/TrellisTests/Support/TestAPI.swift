@@ -35,8 +35,11 @@ struct Echo: Codable, Sendable {
     var path: String
     /// The query as sent, still percent-encoded.
     var query: String
+    /// Header values by lowercased name.
     var headers: [String: String]
     var body: String
+
+    func header(_ name: String) -> String? { headers[name.lowercased()] }
 
     /// The percent-decoded path segments.
     var segments: [String] {
