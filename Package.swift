@@ -72,6 +72,7 @@ let package = Package(
             dependencies: [
                 "TrellisMacros",
                 .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
             ],
             swiftSettings: strictSettings
         ),

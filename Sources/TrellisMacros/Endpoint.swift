@@ -93,11 +93,11 @@ struct Endpoint {
             || throwsClause?.type != nil
         {
             var fixed = function.signature
+            fixed.parameterClause.trailingTrivia = .space
             fixed.effectSpecifiers = FunctionEffectSpecifiersSyntax(
-                asyncSpecifier: .keyword(.async, leadingTrivia: .space, trailingTrivia: .space),
+                asyncSpecifier: .keyword(.async, trailingTrivia: .space),
                 throwsClause: ThrowsClauseSyntax(throwsSpecifier: .keyword(.throws, trailingTrivia: fixed.returnClause == nil ? [] : .space))
             )
-            if fixed.returnClause == nil { fixed.parameterClause.trailingTrivia = [] }
             report(
                 function.signature, "notAsyncThrows",
                 "'\(name)' must be declared 'async throws': it sends a request over the network",

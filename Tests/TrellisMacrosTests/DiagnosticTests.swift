@@ -1,0 +1,392 @@
+import SwiftSyntaxMacroExpansion
+import SwiftSyntaxMacrosGenericTestSupport
+import Testing
+
+/// Checks a source's diagnostics (message, position, fix-its and the fixed source), leaving
+/// the generated code to the expansion tests.
+func assertDiagnostics(
+    _ source: String,
+    _ diagnostics: [DiagnosticSpec],
+    fixedSource: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    assertMacroExpansion(
+        source,
+        expandedSource: "",
+        diagnostics: diagnostics,
+        macroSpecs: trellisMacros,
+        fixedSource: fixedSource,
+        failureHandler: { failure in
+            guard !failure.message.hasPrefix("Macro expansion did not produce the expected expanded source") else { return }
+            Issue.record(Comment(rawValue: failure.message), sourceLocation: sourceLocation)
+        }
+    )
+}
+
+@Suite("@Service diagnostics")
+struct DiagnosticTests {
+    @Test func placeholderWithoutParameterSuggestsTheClosestOne() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts/{postId}")
+                func post(postID: Int) async throws -> Post
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "the path placeholder {postId} has no matching parameter in 'post'",
+                    line: 3, column: 10,
+                    fixIts: [FixItSpec(message: "Use the parameter 'postID'")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @GET("/posts/{postID}")
+                    func post(postID: Int) async throws -> Post
+                }
+                """
+        )
+    }
+
+    @Test func placeholderWithNothingCloseHasNoFixIt() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts/{id}")
+                func posts() async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "the path placeholder {id} has no matching parameter in 'posts'", line: 3, column: 10)]
+        )
+    }
+
+    @Test func parameterInPathAndBody() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @PUT("/posts/{post}")
+                @Body("post")
+                func update(post: Post) async throws
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "'post' is bound to the path placeholder {post} and named by @Body; a parameter can only be one of them",
+                    line: 4, column: 5
+                )
+            ]
+        )
+    }
+
+    @Test func twoMethodMacrosOfferToRemoveOne() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts") @POST("/posts")
+                func posts() async throws -> [Post]
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "'posts' has more than one HTTP method macro; keep one of @GET, @POST",
+                    line: 3, column: 20,
+                    fixIts: [FixItSpec(message: "Remove @POST")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @GET("/posts") 
+                    func posts() async throws -> [Post]
+                }
+                """
+        )
+    }
+
+    @Test func functionWithoutMethodMacro() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                func posts() async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "'posts' needs an HTTP method macro such as @GET(\"/path\") or @POST(\"/path\")", line: 3, column: 10)]
+        )
+    }
+
+    @Test func functionThatIsNotAsyncThrowsGetsAFixIt() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts")
+                func posts() -> [Post]
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "'posts' must be declared 'async throws': it sends a request over the network",
+                    line: 4, column: 15,
+                    fixIts: [FixItSpec(message: "Declare 'posts' as 'async throws'")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @GET("/posts")
+                    func posts() async throws -> [Post]
+                }
+                """
+        )
+    }
+
+    @Test func asyncWithoutThrowsIsReported() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @DELETE("/posts")
+                func clear() async
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "'clear' must be declared 'async throws': it sends a request over the network",
+                    line: 4, column: 15,
+                    fixIts: [FixItSpec(message: "Declare 'clear' as 'async throws'")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @DELETE("/posts")
+                    func clear() async throws
+                }
+                """
+        )
+    }
+
+    @Test func bodyNamingAMissingParameter() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @POST("/posts")
+                @Body("pots")
+                func create(post: NewPost) async throws -> Post
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "@Body names 'pots', but 'create' has no parameter of that name",
+                    line: 4, column: 11,
+                    fixIts: [FixItSpec(message: "Use the parameter 'post'")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @POST("/posts")
+                    @Body("post")
+                    func create(post: NewPost) async throws -> Post
+                }
+                """
+        )
+    }
+
+    @Test(arguments: [
+        ("https://evil.example/posts", "the path must be relative to the base URL, not an absolute URL (\"https://evil.example/posts\")"),
+        ("/posts with space", "the path contains a space, which is not allowed in a URL; percent-encode it"),
+        ("/posts/{id", "'{' without a matching '}' in the path"),
+        ("/posts/id}", "'}' without a matching '{' in the path"),
+        ("/posts#top", "the path must not contain a fragment ('#')"),
+        ("/posts?id={id}", "placeholders are only allowed in the path, not in the query; add the value as a parameter instead"),
+        ("/posts/{1id}", "\"{1id}\" is not a valid placeholder: the name must be a Swift identifier"),
+        ("/posts/{id}/{id}", "the placeholder {id} appears more than once"),
+        ("/posts/{id=}", "the placeholder {id=} has an empty default value"),
+        ("/100%", "'%' must start a percent-encoded byte such as %20"),
+    ])
+    func invalidPaths(_ path: String, _ problem: String) {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("\(path)")
+                func post(id: Int) async throws -> Post
+            }
+            """,
+            [DiagnosticSpec(message: "\"\(path)\" is not a valid relative URL: \(problem)", line: 3, column: 10)]
+        )
+    }
+
+    @Test func pathMustBeALiteral() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET(postsPath)
+                func posts() async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "the path of @GET must be a string literal without interpolation", line: 3, column: 5)]
+        )
+    }
+
+    @Test func serviceOnSomethingOtherThanAProtocol() {
+        assertDiagnostics(
+            """
+            @Service
+            struct Blog {
+            }
+            """,
+            [DiagnosticSpec(message: "@Service applies to a protocol; declare the API as 'protocol' and Trellis writes the class", line: 1, column: 1)]
+        )
+    }
+
+    @Test func headerProblems() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts")
+                @Header("X Trace", "trace")
+                @Header("X-Other", "tarce")
+                @Headers(["Accept": "a\\nb", "Bad Name": "x"])
+                func posts(trace: String) async throws -> [Post]
+            }
+            """,
+            [
+                DiagnosticSpec(message: "\"X Trace\" is not a valid HTTP header name", line: 4, column: 13),
+                DiagnosticSpec(
+                    message: "@Header names 'tarce', but 'posts' has no parameter of that name",
+                    line: 5, column: 24,
+                    fixIts: [FixItSpec(message: "Use the parameter 'trace'")]
+                ),
+                DiagnosticSpec(message: "the value of header \"Accept\" contains CR, LF or NUL", line: 6, column: 25),
+                DiagnosticSpec(message: "\"Bad Name\" is not a valid HTTP header name", line: 6, column: 33),
+            ]
+        )
+    }
+
+    @Test func markerArgumentsMustBeLiterals() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @POST("/posts")
+                @Body(name)
+                @Header(headerName, "x")
+                @Headers(commonHeaders)
+                func create(x: String) async throws
+            }
+            """,
+            [
+                DiagnosticSpec(message: "@Body takes the name of a parameter as a string literal", line: 4, column: 5),
+                DiagnosticSpec(message: "@Header takes a header name and a parameter name, both string literals", line: 5, column: 5),
+                DiagnosticSpec(message: "@Headers takes a dictionary literal of header names and values", line: 6, column: 5),
+            ]
+        )
+    }
+
+    @Test func twoBodies() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @POST("/posts")
+                @Body("a")
+                @Body("b")
+                func create(a: String, b: String) async throws
+            }
+            """,
+            [DiagnosticSpec(message: "'create' has more than one @Body; a request has one body", line: 5, column: 5)]
+        )
+    }
+
+    @Test func variadicParameter() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts")
+                func posts(tags: String...) async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "variadic parameter 'tags' is not supported; use an array", line: 4, column: 16)]
+        )
+    }
+
+    @Test func propertiesAreNotEndpoints() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                var name: String { get }
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "a @Service protocol declares endpoints as functions; Trellis cannot implement this member",
+                    line: 3, column: 5
+                )
+            ]
+        )
+    }
+
+    @Test func methodMacroOutsideAService() {
+        assertDiagnostics(
+            """
+            protocol Blog {
+                @GET("/posts")
+                func posts() async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "@GET only takes effect on a function of a protocol marked @Service", line: 2, column: 5)]
+        )
+    }
+
+    @Test func brokenFunctionsStillGiveACompilingStub() {
+        assertMacroExpansion(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts/{id}")
+                func posts() async throws -> [Post]
+            }
+            """,
+            expandedSource: """
+            protocol Blog {
+                func posts() async throws -> [Post]
+            }
+
+            final class BlogService: Blog, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func posts() async throws -> [Post] {
+                    fatalError("Trellis could not implement 'posts'; see the error reported at its declaration")
+                }
+            }
+            """,
+            diagnostics: [DiagnosticSpec(message: "the path placeholder {id} has no matching parameter in 'posts'", line: 3, column: 10)],
+            macroSpecs: trellisMacros,
+            failureHandler: { Issue.record(Comment(rawValue: $0.message)) }
+        )
+    }
+}

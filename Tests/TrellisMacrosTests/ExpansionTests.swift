@@ -1,0 +1,267 @@
+import SwiftSyntaxMacroExpansion
+import SwiftSyntaxMacrosGenericTestSupport
+import Testing
+import TrellisMacros
+
+let trellisMacros: [String: MacroSpec] = [
+    "Service": MacroSpec(type: ServiceMacro.self),
+    "GET": MacroSpec(type: HTTPMethodMacro.self),
+    "POST": MacroSpec(type: HTTPMethodMacro.self),
+    "PUT": MacroSpec(type: HTTPMethodMacro.self),
+    "DELETE": MacroSpec(type: HTTPMethodMacro.self),
+    "PATCH": MacroSpec(type: HTTPMethodMacro.self),
+    "HEAD": MacroSpec(type: HTTPMethodMacro.self),
+    "OPTIONS": MacroSpec(type: HTTPMethodMacro.self),
+    "QUERY": MacroSpec(type: HTTPMethodMacro.self),
+    "TRACE": MacroSpec(type: HTTPMethodMacro.self),
+    "CONNECT": MacroSpec(type: HTTPMethodMacro.self),
+    "Body": MacroSpec(type: MarkerMacro.self),
+    "Header": MacroSpec(type: MarkerMacro.self),
+    "Headers": MacroSpec(type: MarkerMacro.self),
+    "FormURLEncoded": MacroSpec(type: MarkerMacro.self),
+]
+
+/// Expands with Swift Testing reporting failures where the assertion stands.
+func assertExpansion(
+    _ source: String,
+    expandedSource: String,
+    diagnostics: [DiagnosticSpec] = [],
+    applyFixIts: [String]? = nil,
+    fixedSource: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    assertMacroExpansion(
+        source,
+        expandedSource: expandedSource,
+        diagnostics: diagnostics,
+        macroSpecs: trellisMacros,
+        applyFixIts: applyFixIts,
+        fixedSource: fixedSource,
+        failureHandler: { failure in
+            Issue.record(Comment(rawValue: failure.message), sourceLocation: sourceLocation)
+        }
+    )
+}
+
+@Suite("@Service expansion")
+struct ExpansionTests {
+    @Test func simpleGetWithPathParameter() {
+        assertExpansion(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts/{id}")
+                func post(id: Int) async throws -> Post
+            }
+            """,
+            expandedSource: #"""
+            protocol Blog {
+                func post(id: Int) async throws -> Post
+            }
+
+            final class BlogService: Blog, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func post(id: Int) async throws -> Post {
+                    return try await self.post(id: id, _queryItems: [])
+                }
+
+                func post(id: Int, _queryItems: [Trellis.QueryItem]) async throws -> Post {
+                    var __request = try self.serviceContext.request(.get, path: "/posts/\(Trellis.RequestBuilder.pathSegment(id, name: "id"))", query: "", template: "/posts/{id}")
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.value(__request, as: Post.self)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func publicServiceWithEveryParameterKind() {
+        assertExpansion(
+            """
+            @Service
+            public protocol Blog {
+                @POST(url: "/posts/{id=1}/comments?sort=new")
+                @Body("comment")
+                @Header("X-Trace", "trace")
+                @Headers(["Accept": "application/json"])
+                func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String]) async throws -> Response<Comment>
+            }
+            """,
+            expandedSource: #"""
+            public protocol Blog {
+                func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String]) async throws -> Response<Comment>
+            }
+
+            public final class BlogService: Blog, Trellis.TrellisService {
+                public let serviceContext: Trellis.ServiceContext
+
+                /// A service that sends through `client`.
+                public init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                public convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String]) async throws -> Response<Comment> {
+                    return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, _queryItems: [])
+                }
+
+                public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], _queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
+                    var __request = try self.serviceContext.request(.post, path: "/posts/\(Trellis.RequestBuilder.pathSegment(id, name: "id"))/comments", query: "sort=new", template: "/posts/{id=1}/comments?sort=new")
+                    try __request.header("Accept", "application/json")
+                    try __request.header("X-Trace", trace)
+                    try __request.body(comment)
+                    __request.query("page", page)
+                    __request.query("tags", tags)
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.response(__request, as: Comment.self)
+                }
+            }
+
+            extension Blog {
+                public func comment(comment: NewComment, trace: String?, page: Int?, tags: [String]) async throws -> Response<Comment> {
+                    return try await self.comment(id: 1, comment: comment, trace: trace, page: page, tags: tags)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func voidResponseVoidFormAndStringDefault() {
+        assertExpansion(
+            """
+            @Service
+            protocol AccountService {
+                @DELETE("/users/{name=me}")
+                func remove(name: String) async throws
+
+                @HEAD("/users/{name}")
+                func exists(_ name: String) async throws -> Response<Void>
+
+                @PUT("/profile")
+                @FormURLEncoded
+                func update(displayName: String, bio: String?) async throws
+            }
+            """,
+            expandedSource: #"""
+            protocol AccountService {
+                func remove(name: String) async throws
+                func exists(_ name: String) async throws -> Response<Void>
+                func update(displayName: String, bio: String?) async throws
+            }
+
+            final class AccountServiceImpl: AccountService, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func remove(name: String) async throws {
+                    try await self.remove(name: name, _queryItems: [])
+                }
+
+                func remove(name: String, _queryItems: [Trellis.QueryItem]) async throws {
+                    var __request = try self.serviceContext.request(.delete, path: "/users/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name=me}")
+                    __request.queryItems(_queryItems)
+                    try await self.serviceContext.perform(__request)
+                }
+
+                func exists(_ name: String) async throws -> Response<Void> {
+                    return try await self.exists(name, _queryItems: [])
+                }
+
+                func exists(_ name: String, _queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
+                    var __request = try self.serviceContext.request(.head, path: "/users/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name}")
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.response(__request)
+                }
+
+                func update(displayName: String, bio: String?) async throws {
+                    try await self.update(displayName: displayName, bio: bio, _queryItems: [])
+                }
+
+                func update(displayName: String, bio: String?, _queryItems: [Trellis.QueryItem]) async throws {
+                    var __request = self.serviceContext.request(.put, path: "/profile", query: "", template: "/profile")
+                    __request.startForm()
+                    __request.formField("displayName", displayName)
+                    __request.formField("bio", bio)
+                    __request.queryItems(_queryItems)
+                    try await self.serviceContext.perform(__request)
+                }
+            }
+
+            extension AccountService {
+                func remove() async throws {
+                    try await self.remove(name: "me")
+                }
+            }
+            """#
+        )
+    }
+
+    @Test(arguments: [
+        ("GET", ".get"), ("POST", ".post"), ("PUT", ".put"), ("DELETE", ".delete"), ("PATCH", ".patch"),
+        ("HEAD", ".head"), ("OPTIONS", ".options"), ("QUERY", ".query"), ("TRACE", ".trace"), ("CONNECT", ".connect"),
+    ])
+    func everyMethodMacro(_ macro: String, _ method: String) {
+        assertExpansion(
+            """
+            @Service
+            protocol API {
+                @\(macro)("/x")
+                func call() async throws -> Data
+            }
+            """,
+            expandedSource: #"""
+            protocol API {
+                func call() async throws -> Data
+            }
+
+            final class APIService: API, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func call() async throws -> Data {
+                    return try await self.call(_queryItems: [])
+                }
+
+                func call(_queryItems: [Trellis.QueryItem]) async throws -> Data {
+                    var __request = self.serviceContext.request(\#(method), path: "/x", query: "", template: "/x")
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.value(__request, as: Data.self)
+                }
+            }
+            """#
+        )
+    }
+}
