@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import HTTPTypes
 import NIOConcurrencyHelpers
 
@@ -72,9 +72,18 @@ public final class ServiceContext: Sendable {
 public protocol TrellisService: AnyObject, Sendable {
     /// The service's client and interceptors.
     var serviceContext: ServiceContext { get }
+
+    /// A service that sends through `client`.
+    init(client: Client)
 }
 
 extension TrellisService {
+    /// A service for `baseUrl`, in Snowdrop's spelling, so that Snowdrop code moves over by
+    /// changing its import.
+    public init(baseUrl: URL) {
+        self.init(client: Client(baseURL: baseUrl))
+    }
+
     /// The client this service sends through.
     public var client: Client { serviceContext.client }
 
