@@ -30,7 +30,7 @@ struct SnowdropCompatibilityTests {
             let post = try await service.getPost(id: 7, _queryItems: [.init(key: "author", value: authorName)])
             #expect(post.id == 7)
             let data = try await service.addPost(model: NewPost(title: "Snow"))
-            #expect(String(decoding: data, as: UTF8.self) == #"{"id":100,"title":"Snow"}"#)
+            #expect(try JSONDecoder().decode(Post.self, from: data) == Post(id: 100, title: "Snow"))
 
             service.beforeSending = { request in request }
             service.onResponse = { data, _ in data }
