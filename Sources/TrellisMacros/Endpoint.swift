@@ -45,6 +45,7 @@ struct Endpoint {
     let staticHeaders: [(name: String, value: String)]
     let queryParameters: [Parameter]
     let returnKind: ReturnKind
+    let requiresAccessToken: Bool
 
     static let methodMacros: [String: String] = [
         "GET": ".get", "POST": ".post", "PUT": ".put", "DELETE": ".delete", "PATCH": ".patch",
@@ -252,7 +253,8 @@ struct Endpoint {
             headers: headers,
             staticHeaders: staticHeaders,
             queryParameters: queryParameters,
-            returnKind: returnKind(of: function)
+            returnKind: returnKind(of: function),
+            requiresAccessToken: attributes.contains { attributeName($0) == "RequiresAccessToken" }
         )
     }
 

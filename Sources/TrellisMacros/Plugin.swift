@@ -7,5 +7,6 @@ struct TrellisMacrosPlugin: CompilerPlugin {
         ServiceMacro.self,
         HTTPMethodMacro.self,
         MarkerMacro.self,
+        TokenLabelMacro.self,
     ]
 }

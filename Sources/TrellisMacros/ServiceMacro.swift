@@ -19,6 +19,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             return []
         }
         let access = accessModifier(of: service)
+        let tokenLabel = TokenLabelMacro.label(of: service, diagnose: { context.diagnose($0) })
         let className = service.name.text.hasSuffix("Service") ? service.name.text + "Impl" : service.name.text + "Service"
         var members: [String] = []
         for member in service.memberBlock.members {
@@ -39,9 +40,12 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             \(raw: access)final class \(raw: className): \(raw: service.name.text), Trellis.TrellisService {
                 \(raw: access)let serviceContext: Trellis.ServiceContext
 
+                /// The label the service's access token is stored under.
+                \(raw: access)static let tokenLabel = \(raw: tokenLabel.map(literal) ?? "Trellis.ServiceContext.defaultTokenLabel")
+
                 /// A service that sends through `client`.
                 \(raw: access)init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client)
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -150,6 +154,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             lines.append("__request.\(formFields ? "formField" : "query")(\(literal(parameter.key)), \(parameter.name))")
         }
         lines.append("__request.queryItems(_queryItems)")
+        if endpoint.requiresAccessToken { lines.append("__request.requiresAccessToken = true") }
         switch endpoint.returnKind {
         case .void:
             lines.append("try await self.serviceContext.perform(__request)")
@@ -224,12 +229,13 @@ public struct HTTPMethodMacro: PeerMacro {
         let isInService = enclosing?.attributes.contains { attribute in
             attribute.as(AttributeSyntax.self).map { Endpoint.attributeName($0) == "Service" } ?? false
         } ?? false
+        let name = Endpoint.attributeName(node)
         if !isInService {
             context.diagnose(Diagnostic(
                 node: Syntax(node),
                 message: TrellisDiagnostic(
                     "outsideService",
-                    "@\(Endpoint.attributeName(node)) only takes effect on a function of a protocol marked @Service"
+                    "@\(name) only takes effect on a function of a protocol marked @Service"
                 )
             ))
         }
@@ -247,3 +253,49 @@ public struct MarkerMacro: PeerMacro {
         []
     }
 }
+
+/// `@TokenLabel("name")`: read by `@Service`, which reports a label that is not a non-empty
+/// string literal. On its own it checks that it sits on a `@Service` protocol.
+public struct TokenLabelMacro: PeerMacro {
+    public static func expansion(
+        of node: AttributeSyntax,
+        providingPeersOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        let isService = declaration.as(ProtocolDeclSyntax.self)?.attributes.contains { attribute in
+            attribute.as(AttributeSyntax.self).map { Endpoint.attributeName($0) == "Service" } ?? false
+        } ?? false
+        if !isService {
+            context.diagnose(Diagnostic(
+                node: Syntax(node),
+                message: TrellisDiagnostic("tokenLabelOutsideService", "@TokenLabel only takes effect on a protocol marked @Service")
+            ))
+        }
+        return []
+    }
+
+    /// The label of a service protocol's `@TokenLabel`, or `nil` for the default.
+    static func label(of service: ProtocolDeclSyntax, diagnose: (Diagnostic) -> Void) -> String? {
+        for attribute in service.attributes {
+            guard let attribute = attribute.as(AttributeSyntax.self), Endpoint.attributeName(attribute) == "TokenLabel" else { continue }
+            let argument = attribute.arguments?.as(LabeledExprListSyntax.self)?.first?.expression
+            guard let literal = argument?.as(StringLiteralExprSyntax.self), let value = literal.representedLiteralValue else {
+                diagnose(Diagnostic(
+                    node: Syntax(attribute),
+                    message: TrellisDiagnostic("tokenLabelNotLiteral", "@TokenLabel takes the label as a string literal without interpolation")
+                ))
+                return nil
+            }
+            guard !value.allSatisfy(\.isWhitespace) else {
+                diagnose(Diagnostic(
+                    node: Syntax(literal),
+                    message: TrellisDiagnostic("emptyTokenLabel", "@TokenLabel needs a non-empty label; remove it to use the default \"TrellisToken\"")
+                ))
+                return nil
+            }
+            return value
+        }
+        return nil
+    }
+}
+

@@ -352,6 +352,53 @@ struct DiagnosticTests {
         )
     }
 
+    @Test func requiresAccessTokenOutsideAService() {
+        assertDiagnostics(
+            """
+            protocol Blog {
+                @RequiresAccessToken
+                func me() async throws -> User
+            }
+            """,
+            [DiagnosticSpec(message: "@RequiresAccessToken only takes effect on a function of a protocol marked @Service", line: 2, column: 5)]
+        )
+    }
+
+    @Test func tokenLabelOutsideAService() {
+        assertDiagnostics(
+            """
+            @TokenLabel("blog")
+            protocol Blog {
+            }
+            """,
+            [DiagnosticSpec(message: "@TokenLabel only takes effect on a protocol marked @Service", line: 1, column: 1)]
+        )
+    }
+
+    @Test func tokenLabelMustBeALiteral() {
+        assertDiagnostics(
+            """
+            @Service
+            @TokenLabel("blog-\\(version)")
+            protocol Blog {
+            }
+            """,
+            [DiagnosticSpec(message: "@TokenLabel takes the label as a string literal without interpolation", line: 2, column: 1)]
+        )
+    }
+
+    @Test func tokenLabelMustNotBeEmpty() {
+        assertDiagnostics(
+            """
+            @Service
+            @TokenLabel(" ")
+            protocol Blog {
+            }
+            """,
+            [DiagnosticSpec(message: "@TokenLabel needs a non-empty label; remove it to use the default \"TrellisToken\"", line: 2, column: 13)]
+        )
+    }
+
     @Test func brokenFunctionsStillGiveACompilingStub() {
         assertMacroExpansion(
             """
@@ -369,9 +416,12 @@ struct DiagnosticTests {
             final class BlogService: Blog, Trellis.TrellisService {
                 let serviceContext: Trellis.ServiceContext
 
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client)
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.

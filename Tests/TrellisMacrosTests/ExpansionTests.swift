@@ -19,6 +19,8 @@ let trellisMacros: [String: MacroSpec] = [
     "Header": MacroSpec(type: MarkerMacro.self),
     "Headers": MacroSpec(type: MarkerMacro.self),
     "FormURLEncoded": MacroSpec(type: MarkerMacro.self),
+    "TokenLabel": MacroSpec(type: TokenLabelMacro.self),
+    "RequiresAccessToken": MacroSpec(type: HTTPMethodMacro.self),
 ]
 
 /// Expands with Swift Testing reporting failures where the assertion stands.
@@ -62,9 +64,12 @@ struct ExpansionTests {
             final class BlogService: Blog, Trellis.TrellisService {
                 let serviceContext: Trellis.ServiceContext
 
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client)
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -106,9 +111,12 @@ struct ExpansionTests {
             public final class BlogService: Blog, Trellis.TrellisService {
                 public let serviceContext: Trellis.ServiceContext
 
+                /// The label the service's access token is stored under.
+                public static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
                 /// A service that sends through `client`.
                 public init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client)
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -167,9 +175,12 @@ struct ExpansionTests {
             final class AccountServiceImpl: AccountService, Trellis.TrellisService {
                 let serviceContext: Trellis.ServiceContext
 
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client)
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -220,6 +231,53 @@ struct ExpansionTests {
         )
     }
 
+    @Test func tokenLabelAndRequiresAccessToken() {
+        assertExpansion(
+            """
+            @Service
+            @TokenLabel("blog")
+            protocol Blog {
+                @GET("/me") @RequiresAccessToken
+                func me() async throws -> User
+            }
+            """,
+            expandedSource: #"""
+            protocol Blog {
+
+                func me() async throws -> User
+            }
+
+            final class BlogService: Blog, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = "blog"
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func me() async throws -> User {
+                    return try await self.me(_queryItems: [])
+                }
+
+                func me(_queryItems: [Trellis.QueryItem]) async throws -> User {
+                    var __request = self.serviceContext.request(.get, path: "/me", query: "", template: "/me")
+                    __request.queryItems(_queryItems)
+                    __request.requiresAccessToken = true
+                    return try await self.serviceContext.value(__request, as: User.self)
+                }
+            }
+            """#
+        )
+    }
+
     @Test(arguments: [
         ("GET", ".get"), ("POST", ".post"), ("PUT", ".put"), ("DELETE", ".delete"), ("PATCH", ".patch"),
         ("HEAD", ".head"), ("OPTIONS", ".options"), ("QUERY", ".query"), ("TRACE", ".trace"), ("CONNECT", ".connect"),
@@ -241,9 +299,12 @@ struct ExpansionTests {
             final class APIService: API, Trellis.TrellisService {
                 let serviceContext: Trellis.ServiceContext
 
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client)
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.

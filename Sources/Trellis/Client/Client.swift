@@ -41,6 +41,12 @@ public final class Client: Sendable {
     public let maximumBodySize: Int
     /// Where requests and responses are logged, at debug level, with credentials redacted.
     public let logger: Logger
+    /// How access tokens are stored, sent and refreshed.
+    public var accessTokens: AccessTokenSettings { authorizer.settings }
+    /// How redirects are followed.
+    public let redirects: RedirectPolicy
+
+    let authorizer: AccessTokenAuthorizer
 
     let base: Result<BaseURL, TrellisError>
 
@@ -54,6 +60,8 @@ public final class Client: Sendable {
     ///   - middlewares: run in order on the way out, in reverse on the way back.
     ///   - beforeSending: an interceptor run after the middlewares, just before the transport.
     ///   - onResponse: an interceptor that sees each response first, with its body in memory.
+    ///   - accessTokens: where tokens are stored, who refreshes them and when.
+    ///   - redirects: how many redirects to follow, and whether to follow https to http.
     public init(
         baseURL: URL,
         transport: (any Transport)? = nil,
@@ -64,10 +72,14 @@ public final class Client: Sendable {
         maximumBodySize: Int = Client.defaultMaximumBodySize,
         logger: Logger = Logger(label: "Trellis"),
         beforeSending: BeforeSending? = nil,
-        onResponse: OnResponse? = nil
+        onResponse: OnResponse? = nil,
+        accessTokens: AccessTokenSettings = AccessTokenSettings(),
+        redirects: RedirectPolicy = .follow
     ) {
         self.baseURL = baseURL
         self.base = BaseURL.parse(baseURL)
+        self.authorizer = AccessTokenAuthorizer(settings: accessTokens, base: try? base.get())
+        self.redirects = redirects
         self.transport = transport ?? Transports.platformDefault
         var chain = middlewares
         if beforeSending != nil || onResponse != nil {
@@ -114,7 +126,14 @@ public final class Client: Sendable {
         } else if index - middlewares.count < extra.count {
             middleware = extra[index - middlewares.count]
         } else {
-            return try await sendOverTransport(request)
+            // The built-in last stages: the access token goes on after every middleware has
+            // seen the request, and redirects are followed closest to the wire so that each hop
+            // is checked for its origin.
+            return try await authorizer.send(request, client: self) { authorized in
+                try await self.redirects.send(authorized) { hop in
+                    try await self.sendOverTransport(hop)
+                }
+            }
         }
         return try await middleware.intercept(request) { next in
             try await self.runChain(next, at: index + 1, extra: extra)

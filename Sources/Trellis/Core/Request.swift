@@ -17,6 +17,10 @@ public struct Request: Sendable {
     /// The path template of the endpoint this request came from (`/posts/{id}`), kept so that
     /// logs and metrics can group requests by endpoint without their values.
     public var pathTemplate: String?
+    /// Whether the request carries an access token, and which: the client adds
+    /// `Authorization` from its token storage and refreshes the token when the server refuses
+    /// it. `nil` sends the request as it is.
+    public var accessToken: AccessTokenRequirement?
 
     /// Creates a request for an absolute URL.
     ///
@@ -87,6 +91,19 @@ public struct Request: Sendable {
 
     /// The absolute URL this request goes to.
     public var url: URL? { URL(string: urlString) }
+
+    /// `scheme://host:port`, the unit credentials are scoped to.
+    var origin: String { Self.origin(scheme: head.scheme ?? "https", authority: head.authority ?? "") }
+
+    /// `scheme://host:port` with the port spelled out, so `https://a` and `https://a:443`
+    /// are one origin.
+    static func origin(scheme: String, authority: String) -> String {
+        let scheme = scheme.lowercased()
+        var authority = authority.lowercased()
+        let hasPort = authority.hasPrefix("[") ? authority.contains("]:") : authority.contains(":")
+        if !hasPort { authority += scheme == "https" ? ":443" : ":80" }
+        return scheme + "://" + authority
+    }
 
     /// Sets a header field from text, rejecting what would change the request's framing.
     ///

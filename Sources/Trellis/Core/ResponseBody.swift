@@ -87,4 +87,16 @@ public struct ResponseBody: AsyncSequence, Sendable {
         }
         return collected
     }
+
+    /// Reads and drops a body nobody wants (a 401 before a replay, a redirect), so the
+    /// connection can carry the next request. A large body is abandoned after 1 MiB instead:
+    /// closing that connection is cheaper than reading on.
+    func discard() async {
+        guard case .stream = storage else { return }
+        var iterator = makeAsyncIterator()
+        var remaining = 1024 * 1024
+        while remaining > 0, let chunk = try? await iterator.next() {
+            remaining -= chunk.readableBytes
+        }
+    }
 }

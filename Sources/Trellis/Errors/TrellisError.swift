@@ -28,6 +28,12 @@ public enum TrellisError: Error, Sendable {
     case invalidRequest(InvalidRequest)
     /// A buffered response body was larger than the client allows.
     case responseTooLarge(ResponseTooLarge)
+    /// A request needs an access token and none can be had: none is stored and nothing can
+    /// obtain one, or the refresh was refused by the server (the stored token is then deleted).
+    case authenticationRequired(AuthenticationFailure)
+    /// A redirect was not followed: too many, a loop, a downgrade from https to http, or a body
+    /// that cannot be sent again.
+    case redirectFailed(RedirectFailure)
 }
 
 extension TrellisError: CustomStringConvertible, LocalizedError {
@@ -40,6 +46,8 @@ extension TrellisError: CustomStringConvertible, LocalizedError {
         case .tlsFailed(let failure): "TLS handshake failed: \(failure)"
         case .invalidRequest(let failure): "invalid request: \(failure)"
         case .responseTooLarge(let failure): failure.description
+        case .authenticationRequired(let failure): "authentication required: \(failure)"
+        case .redirectFailed(let failure): "redirect not followed: \(failure)"
         }
     }
 
@@ -236,4 +244,35 @@ enum BodyExcerpt {
         let text = String(decoding: prefix, as: UTF8.self)
         return body.count > limit ? text + "… (\(body.count) bytes)" : text
     }
+}
+
+/// Why a request that needs an access token could not get one.
+public struct AuthenticationFailure: Sendable, CustomStringConvertible {
+    /// The storage label of the token (the service's `@TokenLabel`).
+    public let label: String
+    /// What happened, in words.
+    public let reason: String
+    /// The error the refresh failed with, when it did.
+    public let underlying: (any Error)?
+
+    /// Describes an authentication failure.
+    public init(label: String, reason: String, underlying: (any Error)? = nil) {
+        self.label = label
+        self.reason = reason
+        self.underlying = underlying
+    }
+
+    public var description: String { "token \"\(label)\": \(reason)" }
+}
+
+/// Why a redirect was not followed.
+public struct RedirectFailure: Sendable, CustomStringConvertible {
+    /// The URL of the request that was redirected.
+    public let from: String
+    /// Where the server redirected to.
+    public let to: String
+    /// What stopped it, in words.
+    public let reason: String
+
+    public var description: String { "\(from) -> \(to): \(reason)" }
 }

@@ -6,7 +6,11 @@ enum RequestLog {
     /// Header fields whose values are secrets.
     static let redactedFields: Set<HTTPField.Name> = [
         .authorization, .cookie, .setCookie, .proxyAuthorization,
+        HTTPField.Name("X-API-Key")!, HTTPField.Name("API-Key")!, HTTPField.Name("X-Auth-Token")!,
     ]
+
+    /// Query parameters whose values are secrets (API keys, OAuth tokens in URLs).
+    static let redactedQueryNames: Set<String> = ["api_key", "apikey", "api-key", "key", "access_token", "token"]
 
     static let redacted = "<redacted>"
 
@@ -14,13 +18,22 @@ enum RequestLog {
         redactedFields.contains(field.name) ? redacted : field.value
     }
 
-    /// The URL with any user info removed.
+    /// The URL with any user info and secret query values removed.
     static func redactedURL(_ request: Request) -> String {
-        guard let authority = request.head.authority, let at = authority.lastIndex(of: "@") else {
-            return request.urlString
+        var authority = Substring(request.head.authority ?? "")
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        return (request.head.scheme ?? "https") + "://" + authority + redactedPath(request.head.path ?? "/")
+    }
+
+    private static func redactedPath(_ path: String) -> String {
+        guard let question = path.firstIndex(of: "?") else { return path }
+        let items = path[path.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false).map { item in
+            guard let equals = item.firstIndex(of: "="),
+                redactedQueryNames.contains(item[..<equals].removingPercentEncoding?.lowercased() ?? "")
+            else { return String(item) }
+            return item[...equals] + redacted
         }
-        return (request.head.scheme ?? "https") + "://" + authority[authority.index(after: at)...]
-            + (request.head.path ?? "/")
+        return path[...question] + items.joined(separator: "&")
     }
 
     static func describe(_ request: Request) -> String {

@@ -9,7 +9,7 @@ public import HTTPTypes
 /// ```swift
 /// var builder = RequestBuilder(method: .get, path: "/posts/" + RequestBuilder.pathSegment(id, name: "id"))
 /// builder.query("tags", ["swift", "http"])
-/// let post: Post = try await client.fetch(builder.makeRequest(for: client), as: Post.self)
+/// let post = try await client.value(for: builder.makeRequest(for: client), as: Post.self)
 /// ```
 public struct RequestBuilder {
     /// The request method.
@@ -26,6 +26,8 @@ public struct RequestBuilder {
     public var body: RequestBody?
     /// The timeout for this call, overriding the client's.
     public var timeout: Duration?
+    /// Whether the call carries the service's access token (`@RequiresAccessToken`).
+    public var requiresAccessToken = false
 
     private var formFields: [(name: String, value: String)]?
     private let encoder: JSONEncoder

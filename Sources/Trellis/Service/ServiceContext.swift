@@ -7,14 +7,37 @@ import NIOConcurrencyHelpers
 /// Generated code calls it; you rarely need it directly, except to reach
 /// ``TrellisService/client``.
 public final class ServiceContext: Sendable {
+    /// The label the service's access token is stored under when none is given with
+    /// `@TokenLabel`.
+    public static let defaultTokenLabel = "TrellisToken"
+
     /// The client the service sends through.
     public let client: Client
+    /// The label the service's access token is stored under (`@TokenLabel`).
+    public let tokenLabel: String
 
     private let interceptors = NIOLockedValueBox(InterceptorMiddleware())
+    private let authRetry = NIOLockedValueBox(AuthRetry())
 
-    /// Creates the context of a service that sends through `client`.
-    public init(client: Client) {
+    private struct AuthRetry {
+        /// The hook as the user set it, typed for the service, returned by the getter.
+        var hook: (any Sendable)?
+        var refresh: AccessTokenRequirement.Refresh?
+    }
+
+    /// Creates the context of a service that sends through `client`, with its token stored
+    /// under `tokenLabel`.
+    public init(client: Client, tokenLabel: String = ServiceContext.defaultTokenLabel) {
         self.client = client
+        self.tokenLabel = tokenLabel
+    }
+
+    var authRetryHook: (any Sendable)? {
+        authRetry.withLockedValue { $0.hook }
+    }
+
+    func setAuthRetry(hook: (any Sendable)?, refresh: AccessTokenRequirement.Refresh?) {
+        authRetry.withLockedValue { $0 = AuthRetry(hook: hook, refresh: refresh) }
     }
 
     var beforeSending: BeforeSending? {
@@ -46,24 +69,54 @@ public final class ServiceContext: Sendable {
         RequestBuilder(method: method, path: path, query: query, template: template, encoder: client.encoder)
     }
 
+    /// The request a builder describes, with the service's token requirement.
+    public func makeRequest(_ builder: RequestBuilder) throws -> Request {
+        var request = try builder.makeRequest(for: client)
+        if builder.requiresAccessToken {
+            request.accessToken = AccessTokenRequirement(label: tokenLabel, refresh: authRetry.withLockedValue { $0.refresh })
+        }
+        return request
+    }
+
     /// Sends the request and decodes its body.
     public func value<Value: Decodable>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Value {
-        try await client.value(for: builder.makeRequest(for: client), as: type, middlewares: serviceMiddlewares)
+        try await client.value(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+    }
+
+    /// Sends the request, decodes its body and stores the token it carries under the
+    /// service's label: an endpoint that returns a token logs the user in.
+    public func value<Value: Decodable & AccessTokenConvertible>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Value {
+        let value = try await client.value(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+        try await storeToken(of: value)
+        return value
     }
 
     /// Sends the request and returns status, headers and decoded body.
     public func response<Value: Decodable>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
-        try await client.response(for: builder.makeRequest(for: client), as: type, middlewares: serviceMiddlewares)
+        try await client.response(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+    }
+
+    /// Sends the request, returns status, headers and decoded body, and stores the token the
+    /// body carries under the service's label.
+    public func response<Value: Decodable & AccessTokenConvertible>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
+        let response = try await client.response(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+        try await storeToken(of: response.body)
+        return response
     }
 
     /// Sends the request and returns status and headers.
     public func response(_ builder: RequestBuilder) async throws -> Response<Void> {
-        try await client.response(for: builder.makeRequest(for: client), middlewares: serviceMiddlewares)
+        try await client.response(for: makeRequest(builder), middlewares: serviceMiddlewares)
     }
 
     /// Sends the request for its effect.
     public func perform(_ builder: RequestBuilder) async throws {
-        try await client.perform(builder.makeRequest(for: client), middlewares: serviceMiddlewares)
+        try await client.perform(makeRequest(builder), middlewares: serviceMiddlewares)
+    }
+
+    private func storeToken(of value: some AccessTokenConvertible) async throws {
+        guard let token = value.convert() else { return }
+        try await client.accessTokens.storage.store(token, for: tokenLabel)
     }
 }
 
@@ -107,5 +160,54 @@ extension TrellisService {
     public var onResponse: OnResponse? {
         get { serviceContext.onResponse }
         set { serviceContext.onResponse = newValue }
+    }
+
+    /// Obtains a new access token when a `@RequiresAccessToken` call finds none stored, finds
+    /// it expired, or has it refused by the server; the client's ``TokenRefresher`` is used when
+    /// this is `nil`.
+    ///
+    /// Trellis runs the hook once however many calls are waiting, stores the token it returns
+    /// under ``tokenLabel``, and replays each waiting call once with it. Read the current token
+    /// (for its refresh token) with ``accessToken()``.
+    ///
+    /// ```swift
+    /// blog.onAuthRetry = { blog in
+    ///     guard let refreshToken = try await blog.accessToken()?.refreshToken else {
+    ///         throw TrellisError.authenticationRequired(.init(label: blog.tokenLabel, reason: "log in first"))
+    ///     }
+    ///     return try await blog.refresh(grant: RefreshGrant(refreshToken: refreshToken))
+    /// }
+    /// ```
+    public var onAuthRetry: (@Sendable (Self) async throws -> any AccessTokenConvertible)? {
+        get { serviceContext.authRetryHook as? @Sendable (Self) async throws -> any AccessTokenConvertible }
+        set {
+            guard let hook = newValue else {
+                serviceContext.setAuthRetry(hook: nil, refresh: nil)
+                return
+            }
+            // The context keeps the service weakly: the service owns the context.
+            serviceContext.setAuthRetry(hook: hook) { [weak self] _ in
+                guard let self else { throw CancellationError() }
+                return try await hook(self)
+            }
+        }
+    }
+
+    /// The label this service's access token is stored under.
+    public var tokenLabel: String { serviceContext.tokenLabel }
+
+    /// The access token stored for this service, if any.
+    public func accessToken() async throws -> AccessToken? {
+        try await client.accessTokens.storage.fetch(for: tokenLabel)
+    }
+
+    /// Stores `token` for this service, as a login endpoint does by returning it.
+    public func setAccessToken(_ token: AccessToken) async throws {
+        try await client.accessTokens.storage.store(token, for: tokenLabel)
+    }
+
+    /// Deletes this service's access token: a logout.
+    public func deleteAccessToken() async throws {
+        try await client.accessTokens.storage.delete(for: tokenLabel)
     }
 }

@@ -77,3 +77,11 @@ public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceM
 
 /// Adds fixed headers to every call of the endpoint.
 @attached(peer) public macro Headers(_ fields: [String: String]) = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")
+
+/// Stores the service's access token under `label` instead of `"TrellisToken"`, so that two
+/// services of one client keep separate tokens.
+@attached(peer) public macro TokenLabel(_ label: String) = #externalMacro(module: "TrellisMacros", type: "TokenLabelMacro")
+
+/// Sends the service's access token with every call of the endpoint, refreshing it when it has
+/// expired or the server refuses it. See ``TrellisService/onAuthRetry``.
+@attached(peer) public macro RequiresAccessToken() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")

@@ -15,14 +15,15 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The transport every client uses by default on Linux, alive for the whole process.
     public static let shared = AsyncHTTPClientTransport(configuration: defaultConfiguration)
 
-    /// Trellis's defaults: full certificate verification, redirects followed (at most 10, no
-    /// cycles), a 10-second connect timeout, HTTP/2 when offered, and no silent retrying of
+    /// Trellis's defaults: full certificate verification, redirects left to the client's
+    /// ``RedirectPolicy`` (a transport that followed them too would bypass its checks), a
+    /// 10-second connect timeout, HTTP/2 when offered, and no silent retrying of
     /// failed connection attempts (AsyncHTTPClient's default retries a refused connection until
     /// the connect timeout; a refused connection should fail at once).
     public static var defaultConfiguration: HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration(
             certificateVerification: .fullVerification,
-            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(10))
         )
         configuration.httpVersion = .automatic

@@ -217,6 +217,18 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         exchange?.completed(with: error)
     }
 
+    /// The client follows redirects itself (``RedirectPolicy``), so the 3xx response is
+    /// delivered as it is.
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+
     /// Trellis does its own authentication, so a 401 must reach the caller as a response.
     ///
     /// On Apple platforms default handling does that. FoundationNetworking never proceeds

@@ -1,0 +1,82 @@
+import Foundation
+import HTTPTypes
+
+/// Sends HTTP Basic credentials (RFC 7617) with every request to the client's origin.
+///
+/// ```swift
+/// let client = Client(baseURL: url, middlewares: [BasicAuthentication(username: "ada", password: "lovelace")])
+/// ```
+public struct BasicAuthentication: Middleware {
+    private let value: String
+    private let origin: String?
+
+    /// Credentials for every request, or only for requests to `origin`'s scheme, host and port
+    /// when it is given (recommended: credentials then never follow a request elsewhere).
+    public init(username: String, password: String, origin: URL? = nil) {
+        self.value = "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
+        self.origin = origin.flatMap { try? RequestTarget($0) }.map { Request.origin(scheme: $0.scheme, authority: $0.authority) }
+    }
+
+    public func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        guard origin == nil || request.origin == origin else { return try await next(request) }
+        var request = request
+        request.headerFields[.authorization] = value
+        return try await next(request)
+    }
+}
+
+/// Sends a static API key with every request, as a header or a query parameter.
+///
+/// ```swift
+/// let client = Client(baseURL: url, middlewares: [try APIKey(.header("X-API-Key"), "s3cr3t")])
+/// ```
+public struct APIKey: Middleware {
+    /// Where the key goes.
+    public enum Placement: Sendable {
+        /// A header of this name.
+        case header(String)
+        /// A query parameter of this name.
+        case query(String)
+    }
+
+    private let placement: Placement
+    private let fieldName: HTTPField.Name?
+    private let key: String
+    private let origin: String?
+
+    /// A key sent in `placement`, to every origin or only to `origin`.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` when the header name is not a valid token
+    ///   or the key holds CR, LF or NUL.
+    public init(_ placement: Placement, _ key: String, origin: URL? = nil) throws {
+        self.placement = placement
+        if case .header(let name) = placement {
+            self.fieldName = try Request.fieldName(name)
+            self.key = try Request.checkedValue(key, for: name)
+        } else {
+            self.fieldName = nil
+            self.key = key
+        }
+        self.origin = origin.flatMap { try? RequestTarget($0) }.map { Request.origin(scheme: $0.scheme, authority: $0.authority) }
+    }
+
+    public func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        guard origin == nil || request.origin == origin else { return try await next(request) }
+        var request = request
+        switch placement {
+        case .header:
+            if let fieldName { request.headerFields[fieldName] = key }
+        case .query(let name):
+            let item = PercentEncoding.queryComponent(name) + "=" + PercentEncoding.queryComponent(key)
+            let path = request.head.path ?? "/"
+            request.head.path = path + (path.contains("?") ? "&" : "?") + item
+        }
+        return try await next(request)
+    }
+}
