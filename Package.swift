@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Trellis", targets: ["Trellis"]),
         .library(name: "TrellisTesting", targets: ["TrellisTesting"]),
         .executable(name: "trellis-demo", targets: ["TrellisDemo"]),
+        .executable(name: "trellis-benchmarks", targets: ["TrellisBenchmarks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/swiftlang/swift-syntax.git", "602.0.0"..<"604.0.0"),
@@ -65,6 +66,16 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Sources/trellis-demo",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "TrellisBenchmarks",
+            dependencies: [
+                "Trellis",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Benchmarks/Sources/trellis-benchmarks",
             swiftSettings: strictSettings
         ),
         .testTarget(

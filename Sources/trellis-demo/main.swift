@@ -81,8 +81,9 @@ func notFound(_ id: Int) -> Hummingbird.Response {
     )
 }
 
-func demoRouter(_ store: Store) -> Router<BasicRequestContext> {
+func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestContext> {
     let router = Router()
+    issuer.install(router)
     router.get("posts") { _, _ in try json(await store.all()) }
     router.get("posts/:id") { _, context in
         let id = try context.parameters.require("id", as: Int.self)
@@ -177,8 +178,9 @@ func runDemo() async -> Int32 {
     var serverLogger = Logger(label: "demo-server")
     serverLogger.logLevel = .warning
     let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
+    let issuer = TokenIssuer()
     let app = Application(
-        router: demoRouter(Store()),
+        router: demoRouter(Store(), issuer: issuer),
         configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
         logger: serverLogger
@@ -192,7 +194,9 @@ func runDemo() async -> Int32 {
     }
     print("Demo API listening on http://127.0.0.1:\(port)")
     do {
-        try await tour(URL(string: "http://127.0.0.1:\(port)")!)
+        let baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        try await tour(baseURL)
+        try await authorizationTour(baseURL, issuer: issuer)
         print("\nDone.")
         return 0
     } catch {

@@ -218,6 +218,16 @@ enum TestRoutes {
                 return try json(echo)
             }
         }
+        for method in [HTTPRequest.Method.get, .post, .put] {
+            router.on("redirect/:code", method: method) { request, context in
+                let code = try context.parameters.require("code", as: Int.self)
+                return Response(status: .init(code: code), headers: [.location: request.uri.queryParameters.get("to") ?? "/"])
+            }
+        }
+        router.get("loop/:n") { _, context in
+            let n = try context.parameters.require("n", as: Int.self)
+            return Response(status: .found, headers: [.location: "/loop/\((n + 1) % 2)"])
+        }
         router.get("text") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "héllo, world")))
         }

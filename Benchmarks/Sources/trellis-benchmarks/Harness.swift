@@ -1,0 +1,80 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// One row of the report: a measured case next to its baseline from the same run.
+struct Row {
+    var name: String
+    var baseline: String
+    var baselineValue: Double
+    var value: Double
+    var unit: String
+    var note: String = ""
+
+    /// Measured over baseline: above 1 is slower when the unit is time.
+    var ratio: Double { value / baselineValue }
+}
+
+enum Report {
+    static func print(_ title: String, _ rows: [Row]) {
+        Swift.print("\n\(title)")
+        let header = ["case", "baseline", "baseline value", "value", "ratio", "note"]
+        let lines = rows.map { row in
+            [
+                row.name, row.baseline, format(row.baselineValue, row.unit), format(row.value, row.unit),
+                String(format: "%.2fx", row.ratio), row.note,
+            ]
+        }
+        let widths = header.indices.map { column in ([header] + lines).map { $0[column].count }.max() ?? 0 }
+        func render(_ cells: [String]) -> String {
+            "| " + cells.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
+        }
+        Swift.print(render(header))
+        Swift.print("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|")
+        for line in lines { Swift.print(render(line)) }
+    }
+
+    static func format(_ value: Double, _ unit: String) -> String {
+        unit == "ms" ? String(format: "%.1f ms", value) : String(format: "%.0f \(unit)", value)
+    }
+}
+
+/// Runs `body` against an in-process Hummingbird server on 127.0.0.1.
+func withServer<Result>(
+    _ configure: (Router<BasicRequestContext>) -> Void,
+    _ body: (URL) async throws -> Result
+) async throws -> Result {
+    let router = Router()
+    configure(router)
+    let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
+    var logger = Logger(label: "benchmark-server")
+    logger.logLevel = .critical
+    let app = Application(
+        router: router,
+        configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
+        logger: logger
+    )
+    let server = Task { try await app.run() }
+    defer { server.cancel() }
+    var iterator = ports.makeAsyncIterator()
+    guard let port = await iterator.next() else { throw CancellationError() }
+    return try await body(URL(string: "http://127.0.0.1:\(port)")!)
+}
+
+/// The wall time of `body` in milliseconds.
+func milliseconds(_ body: () async throws -> Void) async rethrows -> Double {
+    let start = ContinuousClock.now
+    try await body()
+    let elapsed = ContinuousClock.now - start
+    return Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+}
+
+struct BenchmarkFailure: Error, CustomStringConvertible {
+    var description: String
+}
