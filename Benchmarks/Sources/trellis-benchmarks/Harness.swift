@@ -25,6 +25,11 @@ enum Report {
                 String(format: "%.2fx", row.ratio), row.note,
             ]
         }
+        table(header, lines)
+    }
+
+    /// A Markdown table with padded columns, readable in a terminal and pasteable in a README.
+    static func table(_ header: [String], _ lines: [[String]]) {
         let widths = header.indices.map { column in ([header] + lines).map { $0[column].count }.max() ?? 0 }
         func render(_ cells: [String]) -> String {
             "| " + cells.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"

@@ -1,9 +1,9 @@
 // `swift run -c release trellis-benchmarks [suite…]`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
-// Suites: auth. With no argument, every suite runs.
+// Suites: calls (AsyncHTTPClient), urlsession, auth. With no argument, every suite runs.
 import Foundation
 
-let suites = ["auth"]
+let suites = ["calls", "urlsession", "auth"]
 let requested = CommandLine.arguments.dropFirst().isEmpty ? suites : Array(CommandLine.arguments.dropFirst())
 let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_ROUNDS"] ?? "") ?? 7
 
@@ -15,6 +15,10 @@ print("Trellis benchmarks: \(ProcessInfo.processInfo.activeProcessorCount) cores
 do {
     for suite in requested {
         switch suite {
+        case "calls":
+            CallBenchmark.print("Service calls vs raw AsyncHTTPClient + JSONDecoder", try await CallBenchmark.run(transport: "ahc", rounds: rounds))
+        case "urlsession":
+            CallBenchmark.print("Service calls vs raw URLSession + JSONDecoder", try await CallBenchmark.run(transport: "urlsession", rounds: rounds))
         case "auth":
             Report.print("Token refresh: \(TokenRefreshBenchmark.calls) concurrent calls (AsyncHTTPClient)", try await TokenRefreshBenchmark.run(rounds: rounds))
         default:

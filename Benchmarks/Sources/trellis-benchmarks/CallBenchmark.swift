@@ -1,0 +1,280 @@
+import AsyncHTTPClient
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Hummingbird
+import MallocInterposerSwift
+import NIOCore
+import NIOFoundationCompat
+import Trellis
+
+struct Article: Codable, Sendable {
+    var id: Int
+    var title: String
+    var author: String
+    var tags: [String]
+    var published: Bool
+    var score: Double
+}
+
+struct NewArticle: Codable, Sendable {
+    var title: String
+    var author: String
+    var tags: [String]
+}
+
+@Service
+protocol Articles {
+    @GET("/article")
+    func article() async throws -> Article
+
+    @GET("/articles")
+    func articles() async throws -> [Article]
+
+    @POST("/articles") @Body("article")
+    func create(article: NewArticle) async throws -> Article
+}
+
+/// What the server answers: a 199-byte article, about 100 KB of articles, and a created one.
+enum ArticleFixtures {
+    static let article = Article(
+        id: 42, title: "Declaring HTTP APIs as Swift protocols", author: "Ada Lovelace",
+        tags: ["swift", "http", "macros"], published: true, score: 4.75
+    )
+    static let articleBody = ByteBuffer(data: try! JSONEncoder().encode(article))
+    static let articlesBody = ByteBuffer(data: try! JSONEncoder().encode(
+        (0..<700).map { Article(id: $0, title: "Article number \($0) about HTTP", author: "Author \($0 % 17)", tags: ["a", "b"], published: $0 % 2 == 0, score: Double($0) / 7) }
+    ))
+    static let newArticle = NewArticle(title: "Posted", author: "Grace Hopper", tags: ["new"])
+
+    static func install(_ router: Router<BasicRequestContext>) {
+        router.get("article") { _, _ in json(articleBody) }
+        router.get("articles") { _, _ in json(articlesBody) }
+        router.post("articles") { request, _ in
+            var request = request
+            _ = try await request.collectBody(upTo: 1 << 20)
+            return json(articleBody, status: .created)
+        }
+    }
+
+    static func json(_ body: ByteBuffer, status: HTTPResponse.Status = .ok) -> Hummingbird.Response {
+        Hummingbird.Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+}
+
+/// Throughput, latency and allocations of one way of making a call.
+struct CallFigures {
+    var requestsPerSecond: Double
+    var p50: Double
+    var p99: Double
+    var allocations: Double
+}
+
+struct CallRow {
+    var name: String
+    var raw: CallFigures
+    var trellis: CallFigures
+}
+
+/// A macro-generated service call next to the same request made by hand with the raw
+/// transport and `JSONDecoder`.
+enum CallBenchmark {
+    typealias Call = @Sendable () async throws -> Void
+
+    struct Scenario {
+        var name: String
+        var concurrency: Int
+        var requests: Int
+        var raw: Call
+        var trellis: Call
+    }
+
+    static func run(transport kind: String, rounds: Int) async throws -> [CallRow] {
+        try await withServer(ArticleFixtures.install) { url in
+            let scenarios = kind == "urlsession" ? urlSessionScenarios(url) : asyncHTTPClientScenarios(url)
+            var rows: [CallRow] = []
+            for scenario in scenarios {
+                rows.append(try await measure(scenario, rounds: rounds))
+            }
+            return rows
+        }
+    }
+
+    private static func asyncHTTPClientScenarios(_ url: URL) -> [Scenario] {
+        let transport = AsyncHTTPClientTransport.shared
+        let http = transport.httpClient
+        let service = ArticlesService(client: Client(baseURL: url, transport: transport))
+        let decoder = JSONDecoder()
+        let encoder = JSONEncoder()
+        let base = url.absoluteString
+        @Sendable func get<Value: Decodable & SendableMetatype>(_ path: String, as type: Value.Type) async throws {
+            let response = try await http.execute(HTTPClientRequest(url: base + path), timeout: .seconds(60))
+            guard response.status == .ok else { throw BenchmarkFailure(description: "status \(response.status)") }
+            let body = try await response.body.collect(upTo: 64 << 20)
+            _ = try decoder.decode(Value.self, from: body)
+        }
+        @Sendable func post() async throws {
+            var request = HTTPClientRequest(url: base + "/articles")
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(data: try encoder.encode(ArticleFixtures.newArticle)))
+            let response = try await http.execute(request, timeout: .seconds(60))
+            guard response.status == .created else { throw BenchmarkFailure(description: "status \(response.status)") }
+            _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 64 << 20))
+        }
+        return scenarios(
+            rawSmall: { try await get("/article", as: Article.self) },
+            rawLarge: { try await get("/articles", as: [Article].self) },
+            rawPost: post,
+            service: service
+        )
+    }
+
+    private static func urlSessionScenarios(_ url: URL) -> [Scenario] {
+        let session = URLSession(configuration: .default)
+        let service = ArticlesService(client: Client(baseURL: url, transport: URLSessionTransport()))
+        let decoder = JSONDecoder()
+        let encoder = JSONEncoder()
+        @Sendable func load(_ request: URLRequest, expecting status: Int) async throws -> Data {
+            try await withCheckedThrowingContinuation { continuation in
+                session.dataTask(with: request) { data, response, error in
+                    if let error { return continuation.resume(throwing: error) }
+                    guard (response as? HTTPURLResponse)?.statusCode == status, let data else {
+                        return continuation.resume(throwing: BenchmarkFailure(description: "unexpected response"))
+                    }
+                    continuation.resume(returning: data)
+                }.resume()
+            }
+        }
+        @Sendable func get<Value: Decodable & SendableMetatype>(_ path: String, as type: Value.Type) async throws {
+            _ = try decoder.decode(Value.self, from: try await load(URLRequest(url: url.appending(path: path)), expecting: 200))
+        }
+        @Sendable func post() async throws {
+            var request = URLRequest(url: url.appending(path: "articles"))
+            request.httpMethod = "POST"
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try encoder.encode(ArticleFixtures.newArticle)
+            _ = try decoder.decode(Article.self, from: try await load(request, expecting: 201))
+        }
+        return scenarios(
+            rawSmall: { try await get("article", as: Article.self) },
+            rawLarge: { try await get("articles", as: [Article].self) },
+            rawPost: post,
+            service: service
+        )
+    }
+
+    private static func scenarios(rawSmall: @escaping Call, rawLarge: @escaping Call, rawPost: @escaping Call, service: ArticlesService) -> [Scenario] {
+        let small: Call = { _ = try await service.article() }
+        let large: Call = { _ = try await service.articles() }
+        let post: Call = { _ = try await service.create(article: ArticleFixtures.newArticle) }
+        return [
+            Scenario(name: "GET 199 B, sequential", concurrency: 1, requests: 1_000, raw: rawSmall, trellis: small),
+            Scenario(name: "GET 199 B, concurrency 32", concurrency: 32, requests: 6_400, raw: rawSmall, trellis: small),
+            Scenario(name: "GET 100 KB, sequential", concurrency: 1, requests: 200, raw: rawLarge, trellis: large),
+            Scenario(name: "GET 100 KB, concurrency 32", concurrency: 32, requests: 640, raw: rawLarge, trellis: large),
+            Scenario(name: "POST JSON, sequential", concurrency: 1, requests: 1_000, raw: rawPost, trellis: post),
+            Scenario(name: "POST JSON, concurrency 32", concurrency: 32, requests: 6_400, raw: rawPost, trellis: post),
+        ]
+    }
+
+    private struct Run {
+        var requestsPerSecond: Double
+        var latencies: [Double]
+    }
+
+    private static func measure(_ scenario: Scenario, rounds: Int) async throws -> CallRow {
+        // Warm both up: connections, caches, lazily initialised code.
+        _ = try await timed(scenario.raw, scenario)
+        _ = try await timed(scenario.trellis, scenario)
+        var raw: [Run] = []
+        var trellis: [Run] = []
+        for round in 0..<rounds {
+            // Alternate which goes first so neither always gets the warmer machine.
+            if round % 2 == 0 {
+                raw.append(try await timed(scenario.raw, scenario))
+                trellis.append(try await timed(scenario.trellis, scenario))
+            } else {
+                trellis.append(try await timed(scenario.trellis, scenario))
+                raw.append(try await timed(scenario.raw, scenario))
+            }
+        }
+        return CallRow(
+            name: scenario.name,
+            raw: figures(raw, allocations: try await allocations(scenario.raw)),
+            trellis: figures(trellis, allocations: try await allocations(scenario.trellis))
+        )
+    }
+
+    private static func figures(_ runs: [Run], allocations: Double) -> CallFigures {
+        CallFigures(
+            requestsPerSecond: median(runs.map(\.requestsPerSecond)),
+            p50: median(runs.map { percentile($0.latencies, 0.50) }),
+            p99: median(runs.map { percentile($0.latencies, 0.99) }),
+            allocations: allocations
+        )
+    }
+
+    private static func timed(_ call: @escaping Call, _ scenario: Scenario) async throws -> Run {
+        let perWorker = scenario.requests / scenario.concurrency
+        let start = ContinuousClock.now
+        let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for _ in 0..<scenario.concurrency {
+                group.addTask {
+                    var latencies: [Double] = []
+                    latencies.reserveCapacity(perWorker)
+                    let clock = ContinuousClock()
+                    for _ in 0..<perWorker {
+                        let began = clock.now
+                        try await call()
+                        latencies.append(milliseconds(clock.now - began))
+                    }
+                    return latencies
+                }
+            }
+            return try await group.reduce(into: [Double]()) { $0 += $1 }
+        }
+        let seconds = milliseconds(ContinuousClock.now - start) / 1e3
+        return Run(requestsPerSecond: Double(latencies.count) / seconds, latencies: latencies)
+    }
+
+    /// Allocations per call in the whole process (client and in-process server alike, so the
+    /// difference between two ways of calling is what the client adds).
+    private static func allocations(_ call: Call) async throws -> Double {
+        let calls = 200
+        MallocInterposerSwift.initialize()
+        MallocInterposerSwift.hook()
+        for _ in 0..<calls { try await call() }
+        MallocInterposerSwift.unhook()
+        return Double(MallocInterposerSwift.getStatistics().mallocCount) / Double(calls)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
+    }
+
+    private static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+    }
+
+    static func print(_ title: String, _ rows: [CallRow]) {
+        Swift.print("\n\(title)")
+        let header = ["case", "raw req/s", "Trellis req/s", "ratio", "raw p50", "Trellis p50", "raw p99", "Trellis p99", "p99 ratio", "raw allocs", "Trellis allocs", "extra allocs"]
+        let lines = rows.map { row -> [String] in
+            [
+                row.name,
+                String(format: "%.0f", row.raw.requestsPerSecond), String(format: "%.0f", row.trellis.requestsPerSecond),
+                String(format: "%.2fx", row.trellis.requestsPerSecond / row.raw.requestsPerSecond),
+                String(format: "%.3f ms", row.raw.p50), String(format: "%.3f ms", row.trellis.p50),
+                String(format: "%.3f ms", row.raw.p99), String(format: "%.3f ms", row.trellis.p99),
+                String(format: "%.2fx", row.trellis.p99 / row.raw.p99),
+                String(format: "%.0f", row.raw.allocations), String(format: "%.0f", row.trellis.allocations),
+                String(format: "%+.0f", row.trellis.allocations - row.raw.allocations),
+            ]
+        }
+        Report.table(header, lines)
+    }
+}
