@@ -83,6 +83,10 @@ let package = Package(
             path: "Benchmarks/Sources/trellis-benchmarks",
             swiftSettings: strictSettings
         ),
+        // The compile-cost benchmark's subjects: 200 endpoints declared with the macros, and
+        // the same written by hand. Their sources are written by `trellis-benchmarks compile`.
+        .target(name: "CompileCostGenerated", dependencies: ["Trellis"], path: "Benchmarks/CompileCost/Generated", swiftSettings: strictSettings),
+        .target(name: "CompileCostHandwritten", dependencies: ["Trellis"], path: "Benchmarks/CompileCost/Handwritten", swiftSettings: strictSettings),
         .testTarget(
             name: "TrellisMacrosTests",
             dependencies: [

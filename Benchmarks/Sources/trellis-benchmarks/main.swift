@@ -1,9 +1,10 @@
 // `swift run -c release trellis-benchmarks [suite…]`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
-// Suites: calls (AsyncHTTPClient), urlsession, auth. With no argument, every suite runs.
+// Suites: calls (AsyncHTTPClient), urlsession, auth, compile. With no argument, every suite
+// runs. Run it from the package directory (compile builds targets of this package).
 import Foundation
 
-let suites = ["calls", "urlsession", "auth"]
+let suites = ["calls", "urlsession", "auth", "compile"]
 let requested = CommandLine.arguments.dropFirst().isEmpty ? suites : Array(CommandLine.arguments.dropFirst())
 let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_ROUNDS"] ?? "") ?? 7
 
@@ -21,6 +22,12 @@ do {
             CallBenchmark.print("Service calls vs raw URLSession + JSONDecoder", try await CallBenchmark.run(transport: "urlsession", rounds: rounds))
         case "auth":
             Report.print("Token refresh: \(TokenRefreshBenchmark.calls) concurrent calls (AsyncHTTPClient)", try await TokenRefreshBenchmark.run(rounds: rounds))
+        case "compile":
+            let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+            Report.print(
+                "Compile cost: \(CompileCostBenchmark.endpointPairs * 2) endpoints (swift build -c release --target)",
+                try CompileCostBenchmark.run(rounds: rounds, packageDirectory: directory)
+            )
         default:
             print("unknown suite \(suite); known: \(suites.joined(separator: ", "))")
             exit(2)
