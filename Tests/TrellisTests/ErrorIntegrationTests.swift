@@ -155,6 +155,38 @@ struct ErrorIntegrationTests {
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    func aBodyThatStallsAfterTheHeadTimesOut(_ kind: TransportKind) async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport, timeout: .milliseconds(300))
+            let error = await #expect(throws: TrellisError.self) {
+                try await client.data(for: Request(method: .get, url: url.appending(path: "stall")))
+            }
+            guard case .timedOut(let failure) = error else {
+                Issue.record("expected timedOut, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.timeout == .milliseconds(300))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func bodiesOverTheLimitFailBeforeTheyAreHeld(_ kind: TransportKind) async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport, maximumBodySize: 100_000)
+            let fits = try await client.data(for: Request(method: .get, url: url.appending(path: "chunked/100000")))
+            #expect(fits.body.count == 100_000)
+            let error = await #expect(throws: TrellisError.self) {
+                try await client.data(for: Request(method: .get, url: url.appending(path: "chunked/100001")))
+            }
+            guard case .responseTooLarge(let tooLarge) = error else {
+                Issue.record("expected responseTooLarge, got \(String(describing: error))")
+                return
+            }
+            #expect(tooLarge.limit == 100_000)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
     func perRequestTimeoutOverridesTheClients(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
         let client = Client(baseURL: silent.url, transport: kind.transport, timeout: .seconds(600))

@@ -22,6 +22,8 @@ do {
             CallBenchmark.print("Service calls vs raw URLSession + JSONDecoder", try await CallBenchmark.run(transport: "urlsession", rounds: rounds))
         case "auth":
             Report.print("Token refresh: \(TokenRefreshBenchmark.calls) concurrent calls (AsyncHTTPClient)", try await TokenRefreshBenchmark.run(rounds: rounds))
+        case "allocations":
+            try await AllocationBreakdown.run()
         case "compile":
             let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
             Report.print(

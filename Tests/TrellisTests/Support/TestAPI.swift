@@ -224,6 +224,26 @@ enum TestRoutes {
                 return Response(status: .init(code: code), headers: [.location: request.uri.queryParameters.get("to") ?? "/"])
             }
         }
+        router.get("stall") { _, _ in
+            // Announces 100 bytes, sends 10, then never sends the rest: a body that stalls.
+            Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(contentLength: 100) { writer in
+                try await writer.write(ByteBuffer(string: "0123456789"))
+                try await Task.sleep(for: .seconds(3600))
+            })
+        }
+        router.get("chunked/:size") { _, context in
+            // Chunked, so the size is only known by reading it.
+            let size = try context.parameters.require("size", as: Int.self)
+            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init { writer in
+                var remaining = size
+                while remaining > 0 {
+                    let chunk = min(remaining, 16_384)
+                    try await writer.write(ByteBuffer(repeating: 0x61, count: chunk))
+                    remaining -= chunk
+                }
+                try await writer.finish(nil)
+            })
+        }
         router.get("loop/:n") { _, context in
             let n = try context.parameters.require("n", as: Int.self)
             return Response(status: .found, headers: [.location: "/loop/\((n + 1) % 2)"])

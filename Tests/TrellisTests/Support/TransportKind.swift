@@ -10,11 +10,11 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     var transport: any Transport {
         switch self {
         case .asyncHTTPClient: AsyncHTTPClientTransport.shared
-        case .urlSession: Self.sharedURLSession
+        // A session per use: tests run in parallel, and one test's 200 concurrent calls
+        // queued in a shared session would delay another test's request past its timeout.
+        case .urlSession: URLSessionTransport()
         }
     }
-
-    private static let sharedURLSession = URLSessionTransport()
 }
 
 import Testing

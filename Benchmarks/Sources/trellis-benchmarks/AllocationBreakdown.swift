@@ -1,0 +1,50 @@
+import AsyncHTTPClient
+import Foundation
+import MallocInterposerSwift
+import NIOCore
+import NIOFoundationCompat
+import Trellis
+
+/// Where a service call's allocations go: the same GET made at each layer, so the differences
+/// name the layer that adds them. Not part of the default run (`trellis-benchmarks allocations`).
+enum AllocationBreakdown {
+    static func run() async throws {
+        try await withServer(ArticleFixtures.install) { url in
+            let transport = AsyncHTTPClientTransport.shared
+            let client = Client(baseURL: url, transport: transport)
+            let service = ArticlesService(client: client)
+            let request = try Request(method: .get, url: url.appending(path: "article"))
+            let decoder = JSONDecoder()
+            let steps: [(String, @Sendable () async throws -> Void)] = [
+                ("raw AsyncHTTPClient + decode", {
+                    let response = try await transport.httpClient.execute(HTTPClientRequest(url: url.absoluteString + "/article"), timeout: .seconds(60))
+                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+                }),
+                ("legacy AsyncHTTPClient delegate + decode", {
+                    let legacy = try HTTPClient.Request(url: url.absoluteString + "/article")
+                    let response = try await transport.httpClient.execute(request: legacy, delegate: ResponseAccumulator(request: legacy), deadline: .now() + .seconds(60)).futureResult.get()
+                    _ = try decoder.decode(Article.self, from: response.body ?? ByteBuffer())
+                }),
+                ("transport.send + collect + decode", {
+                    let response = try await transport.send(request)
+                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+                }),
+                ("client.send + collect + decode", {
+                    let response = try await client.send(request)
+                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+                }),
+                ("client.value(for:as:)", { _ = try await client.value(for: request, as: Article.self) }),
+                ("service.article()", { _ = try await service.article() }),
+            ]
+            for (name, step) in steps {
+                for _ in 0..<50 { try await step() }
+                let calls = 500
+                MallocInterposerSwift.initialize()
+                MallocInterposerSwift.hook()
+                for _ in 0..<calls { try await step() }
+                MallocInterposerSwift.unhook()
+                print(String(format: "%-40@ %6.1f allocations per call", name as NSString, Double(MallocInterposerSwift.getStatistics().mallocCount) / Double(calls)))
+            }
+        }
+    }
+}
