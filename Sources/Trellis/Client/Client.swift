@@ -221,21 +221,9 @@ public final class Client: Sendable {
         accepting extraStatuses: Set<Int>
     ) async throws -> Response<ByteBuffer> {
         let limit = request.timeout ?? timeout
-        var request = request
-        request.bufferLimit = maximumBodySize
-        let response: Response<ByteBuffer>
-        if transport is AsyncHTTPClientTransport {
-            // It reads buffered bodies whole under the request's deadline itself, so no
-            // watchdog task is needed (one costs about 25 allocations a call; see Benchmarks/).
-            request.deadline = .now + limit
-            let streamed = try await send(request, middlewares: extraMiddlewares)
-            response = streamed.withBody(try await streamed.body.collect(upTo: maximumBodySize))
-        } else {
-            let buffering = request
-            response = try await Deadline.run(limit, describing: request) {
-                let response = try await self.send(buffering, middlewares: extraMiddlewares)
-                return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
-            }
+        let response = try await Deadline.run(limit, describing: request) {
+            let response = try await self.send(request, middlewares: extraMiddlewares)
+            return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
         }
         let code = response.status.code
         guard (200...299).contains(code) || extraStatuses.contains(code) else {

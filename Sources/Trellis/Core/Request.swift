@@ -22,12 +22,9 @@ public struct Request: Sendable {
     /// it. `nil` sends the request as it is.
     public var accessToken: AccessTokenRequirement?
 
-    /// When the exchange must be over, fixed once by the client when it starts sending, so
-    /// that redirects and token replays share one time limit.
+    /// When the response head must have arrived, fixed once by the client when it starts
+    /// sending, so that redirects and token replays share one time limit.
     var deadline: ContinuousClock.Instant?
-    /// Set when the caller will gather the body into memory, up to this many bytes: a
-    /// transport may then read the whole body itself, under the deadline.
-    var bufferLimit: Int?
 
     /// Creates a request for an absolute URL.
     ///

@@ -61,54 +61,7 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
-        let timeout = request.timeout ?? .seconds(60)
-        let deadline = request.deadline ?? .now + timeout
-        guard let limit = request.bufferLimit else {
-            return try await stream(request, deadline: deadline)
-        }
-        // The caller buffers the body: read it whole under one deadline. AsyncHTTPClient's
-        // async API ends its deadline when the head arrives, its delegate API does not.
-        if request.body == nil || request.body?.isReplayable == true {
-            return try await bufferWhole(request, deadline: deadline, limit: limit)
-        }
-        return try await Deadline.run(deadline - .now, describing: request) {
-            let response = try await self.stream(request, deadline: deadline)
-            return response.withBody(ResponseBody(try await response.body.collect(upTo: limit)))
-        }
-    }
-
-    private func bufferWhole(_ request: Request, deadline: ContinuousClock.Instant, limit: Int) async throws -> Response<ResponseBody> {
-        let timeout = request.timeout ?? .seconds(60)
-        let host = request.head.authority ?? ""
-        let outgoing: HTTPClient.Request
-        do {
-            var headers = HTTPHeaders()
-            headers.reserveCapacity(request.headerFields.count)
-            for field in request.headerFields {
-                headers.add(name: field.name.rawName, value: field.value)
-            }
-            outgoing = try HTTPClient.Request(
-                url: request.urlString,
-                method: HTTPMethod(rawValue: request.method.rawValue),
-                headers: headers,
-                body: request.body?.bytes.map { .byteBuffer($0) }
-            )
-        } catch {
-            throw Self.translate(error, host: host, timeout: timeout, request: request)
-        }
-        let delegate = BufferingDelegate(limit: limit)
-        let task = httpClient.execute(request: outgoing, delegate: delegate, deadline: NIODeadline.now() + TimeAmount(deadline - .now))
-        let (head, body): (HTTPResponseHead, ByteBuffer)
-        do {
-            (head, body) = try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-        } catch {
-            throw Self.translate(error, host: host, timeout: timeout, request: request)
-        }
-        return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
+        try await stream(request, deadline: request.deadline ?? .now + (request.timeout ?? .seconds(60)))
     }
 
     private static func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponse {
@@ -201,54 +154,6 @@ public final class AsyncHTTPClientTransport: Transport {
         case ECONNRESET: "connection reset by the server"
         default: "\(error)"
         }
-    }
-}
-
-/// Gathers a response into one buffer on the event loop, failing as soon as the announced
-/// length or the bytes received pass the limit.
-private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
-    // Only touched on the request's event loop, one callback at a time.
-    typealias Response = (HTTPResponseHead, ByteBuffer)
-
-    private let limit: Int
-    private var head: HTTPResponseHead?
-    private var body: ByteBuffer?
-
-    init(limit: Int) {
-        self.limit = limit
-    }
-
-    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-        self.head = head
-        if let announced = head.headers.first(name: "content-length").flatMap(Int64.init), announced > limit {
-            return task.eventLoop.makeFailedFuture(TrellisError.responseTooLarge(.init(limit: limit, announcedLength: announced)))
-        }
-        return task.eventLoop.makeSucceededVoidFuture()
-    }
-
-    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
-        guard var collected = body else {
-            body = part
-            return part.readableBytes > limit ? tooLarge(task) : task.eventLoop.makeSucceededVoidFuture()
-        }
-        guard collected.readableBytes + part.readableBytes <= limit else { return tooLarge(task) }
-        body = nil  // hand the storage over so the write below does not copy it
-        var part = part
-        collected.writeBuffer(&part)
-        body = collected
-        return task.eventLoop.makeSucceededVoidFuture()
-    }
-
-    private func tooLarge(_ task: HTTPClient.Task<Response>) -> EventLoopFuture<Void> {
-        let announced = head?.headers.first(name: "content-length").flatMap(Int64.init)
-        return task.eventLoop.makeFailedFuture(TrellisError.responseTooLarge(.init(limit: limit, announcedLength: announced)))
-    }
-
-    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
-        guard let head else {
-            throw HTTPClientError.remoteConnectionClosed
-        }
-        return (head, body ?? ByteBuffer())
     }
 }
 
