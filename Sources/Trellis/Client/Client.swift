@@ -221,20 +221,9 @@ public final class Client: Sendable {
         accepting extraStatuses: Set<Int>
     ) async throws -> Response<ByteBuffer> {
         let limit = request.timeout ?? timeout
-        let response: Response<ByteBuffer>
-        if transport is any DeadlineEnforcingTransport {
-            var bounded = request
-            bounded.deadline = .now + limit
-            bounded.deadlineCoversBody = true
-            let streamed = try await send(bounded, middlewares: extraMiddlewares)
-            response = streamed.withBody(try await streamed.body.collect(upTo: maximumBodySize))
-        } else {
-            // The body must be bounded too, and the transport cannot do it: run the call in a
-            // task of its own that the deadline cancels (see Deadline).
-            response = try await Deadline.run(limit, describing: request) {
-                let response = try await self.send(request, middlewares: extraMiddlewares)
-                return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
-            }
+        let response = try await Deadline.run(limit, describing: request) {
+            let response = try await self.send(request, middlewares: extraMiddlewares)
+            return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
         }
         let code = response.status.code
         guard (200...299).contains(code) || extraStatuses.contains(code) else {

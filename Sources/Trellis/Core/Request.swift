@@ -25,9 +25,6 @@ public struct Request: Sendable {
     /// When the response head must have arrived, fixed once by the client when it starts
     /// sending, so that redirects and token replays share one time limit.
     var deadline: ContinuousClock.Instant?
-    /// Whether ``deadline`` also bounds reading the body: set for buffered calls, where the
-    /// caller reads the body at once, for transports that can enforce it themselves.
-    var deadlineCoversBody = false
 
     /// Creates a request for an absolute URL.
     ///

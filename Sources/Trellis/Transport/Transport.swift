@@ -21,7 +21,3 @@ public enum Transports {
         #endif
     }
 }
-
-/// A transport that ends an exchange at ``Request/deadline`` itself, body included when the
-/// request asks, without the client starting a watchdog task for it.
-protocol DeadlineEnforcingTransport: Transport {}

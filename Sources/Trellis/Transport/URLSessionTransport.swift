@@ -4,7 +4,6 @@ import HTTPTypesFoundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOFoundationCompat
-import NIOPosix
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -16,7 +15,7 @@ public import FoundationNetworking
 /// no server-trust evaluation (a self-signed or pinned certificate cannot be accepted), and a
 /// lower request rate than ``AsyncHTTPClientTransport``. A streamed request body is gathered
 /// into memory before sending.
-public final class URLSessionTransport: DeadlineEnforcingTransport {
+public final class URLSessionTransport: Transport {
     /// The transport every client uses by default on Apple platforms.
     public static let shared = URLSessionTransport()
 
@@ -57,7 +56,6 @@ public final class URLSessionTransport: DeadlineEnforcingTransport {
         }
         let task = session.dataTask(with: urlRequest)
         let exchange = Exchange(task: task, request: request, timeout: timeout)
-        exchange.expire(at: request.deadline ?? .now + timeout, coveringBody: request.deadlineCoversBody)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.start(continuation, delegate: delegate)
@@ -73,10 +71,6 @@ private final class Exchange: @unchecked Sendable {
     private struct State {
         var headContinuation: CheckedContinuation<Response<ResponseBody>, any Error>?
         var cancelled = false
-        var deadlineTimer: Scheduled<Void>?
-        var deadlineCoversBody = false
-        /// Set once the deadline has passed: whatever ends the exchange then reports it.
-        var timeout: TrellisError?
     }
 
     let task: URLSessionDataTask
@@ -97,50 +91,17 @@ private final class Exchange: @unchecked Sendable {
     }
 
     func start(_ continuation: CheckedContinuation<Response<ResponseBody>, any Error>, delegate: SessionDelegate) {
-        let refusal = state.withLockedValue { state -> (any Error)? in
-            if let timeout = state.timeout { return timeout }
-            guard !state.cancelled else { return CancellationError() }
+        let proceed = state.withLockedValue { state -> Bool in
+            guard !state.cancelled else { return false }
             state.headContinuation = continuation
-            return nil
+            return true
         }
-        if let refusal {
-            continuation.resume(throwing: refusal)
+        guard proceed else {
+            continuation.resume(throwing: CancellationError())
             return
         }
         delegate.register(self)
         task.resume()
-    }
-
-    /// Ends the exchange with ``TrellisError/timedOut(_:)`` at `deadline`: URLSession's own
-    /// `timeoutInterval` is an idle timeout, not a limit on the whole exchange.
-    func expire(at deadline: ContinuousClock.Instant, coveringBody: Bool) {
-        let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(deadline - .now)) { [self] in
-            expired()
-        }
-        state.withLockedValue { state in
-            state.deadlineTimer = timer
-            state.deadlineCoversBody = coveringBody
-        }
-    }
-
-    private func expired() {
-        let error = TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
-        let continuation = state.withLockedValue { state in
-            state.timeout = error
-            defer { state.headContinuation = nil }
-            return state.headContinuation
-        }
-        continuation?.resume(throwing: error)
-        chunkSink.finish(throwing: error)
-        task.cancel()
-    }
-
-    private func stopDeadline(afterHead: Bool) {
-        state.withLockedValue { state in
-            guard !afterHead || !state.deadlineCoversBody else { return }
-            state.deadlineTimer?.cancel()
-            state.deadlineTimer = nil
-        }
     }
 
     func cancel() {
@@ -164,7 +125,6 @@ private final class Exchange: @unchecked Sendable {
             ))
             return
         }
-        stopDeadline(afterHead: true)
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
         let chunks = self.chunks
         let body = ResponseBody(expectedLength: length) {
@@ -182,13 +142,12 @@ private final class Exchange: @unchecked Sendable {
     }
 
     func completed(with error: (any Error)?) {
-        stopDeadline(afterHead: false)
-        let (continuation, timeout) = state.withLockedValue { state in
+        let continuation = state.withLockedValue { state in
             defer { state.headContinuation = nil }
-            return (state.headContinuation, state.timeout)
+            return state.headContinuation
         }
         if let error {
-            let translated = timeout ?? translate(error)
+            let translated = translate(error)
             continuation?.resume(throwing: translated)
             chunkSink.finish(throwing: translated)
         } else {
