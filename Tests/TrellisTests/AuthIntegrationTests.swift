@@ -31,6 +31,7 @@ struct AuthIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func loginStoresTheReturnedTokenAndProtectedCallsSendIt(_ kind: TransportKind) async throws {
         try await withBlog(kind) { blog, _, _ in
+            #expect(blog.onAuthRetry != nil)
             let token = try await blog.login(credentials: Credentials(user: "ada", password: "secret"))
             let stored = try await blog.accessToken()
             #expect(stored?.accessToken == token.access_token)

@@ -46,7 +46,8 @@ final class AccessTokenAuthorizer: Sendable {
         }
 
         var token = try await settings.storage.fetch(for: label)
-        if token == nil || token!.isExpired(leeway: settings.expiryLeeway) {
+        let usable = token.map { !$0.isExpired(leeway: settings.expiryLeeway) } ?? false
+        if !usable {
             if let refresh {
                 token = try await refreshed(label, replacing: token, using: refresh)
             } else if token == nil {
