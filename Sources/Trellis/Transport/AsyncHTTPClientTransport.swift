@@ -60,10 +60,6 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
-    public func send(_ request: Request) async throws -> Response<ResponseBody> {
-        try await stream(request, deadline: request.deadline ?? .now + (request.timeout ?? .seconds(60)))
-    }
-
     private static func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponse {
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
@@ -75,7 +71,10 @@ public final class AsyncHTTPClientTransport: Transport {
         return HTTPResponse(status: .init(code: Int(status.code), reasonPhrase: status.reasonPhrase), headerFields: fields)
     }
 
-    private func stream(_ request: Request, deadline: ContinuousClock.Instant) async throws -> Response<ResponseBody> {
+    /// Sends the request; AsyncHTTPClient's deadline (the request's) bounds the wait for the
+    /// response head, and the body streams as the caller reads it.
+    public func send(_ request: Request) async throws -> Response<ResponseBody> {
+        let deadline = request.deadline ?? .now + (request.timeout ?? .seconds(60))
         var outgoing = HTTPClientRequest(url: request.urlString)
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers.reserveCapacity(request.headerFields.count)
