@@ -131,17 +131,10 @@ public final class FileAccessTokenStorage: AccessTokenStorage {
             throw AccessTokenStorageError(location: temporaryPath, reason: "cannot be created: \(String(cString: strerror(errno)))")
         }
         var failure: String?
-        data.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Glue.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = String(cString: strerror(errno))
-                    return
-                }
-                offset += written
-            }
+        do {
+            try FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).write(contentsOf: data)
+        } catch {
+            failure = "\(error)"
         }
         if failure == nil, fsync(descriptor) != 0 { failure = String(cString: strerror(errno)) }
         close(descriptor)
@@ -150,18 +143,5 @@ public final class FileAccessTokenStorage: AccessTokenStorage {
             unlink(temporaryPath)
             throw AccessTokenStorageError(location: fileURL.path, reason: "cannot be written: \(failure)")
         }
-    }
-}
-
-/// The C library's `write`, out of reach of `Data`'s and `FileHandle`'s methods of the same name.
-private enum Glue {
-    static func write(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-        #if canImport(Glibc)
-        Glibc.write(descriptor, buffer, count)
-        #elseif canImport(Musl)
-        Musl.write(descriptor, buffer, count)
-        #else
-        Darwin.write(descriptor, buffer, count)
-        #endif
     }
 }

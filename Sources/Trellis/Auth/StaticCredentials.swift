@@ -14,7 +14,7 @@ public struct BasicAuthentication: Middleware {
     /// when it is given (recommended: credentials then never follow a request elsewhere).
     public init(username: String, password: String, origin: URL? = nil) {
         self.value = "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
-        self.origin = origin.flatMap { try? RequestTarget($0) }.map { Request.origin(scheme: $0.scheme, authority: $0.authority) }
+        self.origin = origin.flatMap(Request.origin(of:))
     }
 
     public func intercept(
@@ -60,7 +60,7 @@ public struct APIKey: Middleware {
             self.fieldName = nil
             self.key = key
         }
-        self.origin = origin.flatMap { try? RequestTarget($0) }.map { Request.origin(scheme: $0.scheme, authority: $0.authority) }
+        self.origin = origin.flatMap(Request.origin(of:))
     }
 
     public func intercept(

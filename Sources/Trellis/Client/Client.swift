@@ -111,8 +111,9 @@ public final class Client: Sendable {
     ) async throws -> Response<ResponseBody> {
         try Task.checkCancellation()
         var request = request
-        if request.timeout == nil { request.timeout = timeout }
-        if request.deadline == nil { request.deadline = .now + request.timeout! }
+        let limit = request.timeout ?? timeout
+        request.timeout = limit
+        if request.deadline == nil { request.deadline = .now + limit }
         return try await runChain(request, at: 0, extra: extraMiddlewares)
     }
 

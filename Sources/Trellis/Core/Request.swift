@@ -101,6 +101,11 @@ public struct Request: Sendable {
 
     /// `scheme://host:port` with the port spelled out, so `https://a` and `https://a:443`
     /// are one origin.
+    /// The origin of an absolute `http` or `https` URL; `nil` for any other.
+    static func origin(of url: URL) -> String? {
+        (try? RequestTarget(url)).map { origin(scheme: $0.scheme, authority: $0.authority) }
+    }
+
     static func origin(scheme: String, authority: String) -> String {
         let scheme = scheme.lowercased()
         var authority = authority.lowercased()
