@@ -46,6 +46,15 @@ struct Endpoint {
     let queryParameters: [Parameter]
     let returnKind: ReturnKind
     let requiresAccessToken: Bool
+    let download: DownloadKind?
+    let isFileUpload: Bool
+
+    /// What a `@Download` function returns.
+    enum DownloadKind {
+        case url
+        case file
+        case task
+    }
 
     static let methodMacros: [String: String] = [
         "GET": ".get", "POST": ".post", "PUT": ".put", "DELETE": ".delete", "PATCH": ".patch",
@@ -237,6 +246,31 @@ struct Endpoint {
             pathParameters[placeholder.name] = found
         }
 
+        // Transfers
+        var download: DownloadKind?
+        if let attribute = attributes.first(where: { attributeName($0) == "Download" }) {
+            let returned = function.signature.returnClause?.type.trimmedDescription ?? "Void"
+            switch returned {
+            case "URL", "Foundation.URL": download = .url
+            case "DownloadedFile", "Trellis.DownloadedFile": download = .file
+            case "DownloadTask", "Trellis.DownloadTask": download = .task
+            default:
+                report(
+                    function.signature.returnClause.map(Syntax.init) ?? Syntax(attribute), "downloadReturnType",
+                    "@Download writes the body to a file; '\(name)' must return URL, DownloadedFile or DownloadTask, not \(returned)"
+                )
+            }
+        }
+        let isFileUpload = attributes.contains { attributeName($0) == "FileUpload" }
+        if isFileUpload, let attribute = attributes.first(where: { attributeName($0) == "FileUpload" }) {
+            if body == nil {
+                report(attribute, "fileUploadWithoutBody", "@FileUpload sends the parameter named by @Body as the file; add @Body(\"parameter\") to '\(name)'")
+            }
+            if isForm {
+                report(attribute, "fileUploadWithForm", "'\(name)' cannot be both @FileUpload (multipart/form-data) and @FormURLEncoded; keep one")
+            }
+        }
+
         let bound = Set(pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name].compactMap { $0 })
         let queryParameters = parameters.filter { !bound.contains($0.name) }
 
@@ -254,7 +288,9 @@ struct Endpoint {
             staticHeaders: staticHeaders,
             queryParameters: queryParameters,
             returnKind: returnKind(of: function),
-            requiresAccessToken: attributes.contains { attributeName($0) == "RequiresAccessToken" }
+            requiresAccessToken: attributes.contains { attributeName($0) == "RequiresAccessToken" },
+            download: download,
+            isFileUpload: isFileUpload
         )
     }
 

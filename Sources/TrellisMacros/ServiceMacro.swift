@@ -118,11 +118,25 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         let function = endpoint.function
         let arguments = endpoint.parameters.map(\.argument)
         let returnKeyword = isVoid(endpoint.returnKind) ? "" : "return "
-        let forwarding = """
-                \(access)\(signature(of: function)) {
-                    \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: []"]))
-                }
-            """
+        var forwardings: [String] = []
+        if endpoint.isFileUpload {
+            forwardings.append("""
+                    \(access)\(signature(of: function)) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: nil", "_queryItems: []"]))
+                    }
+                """)
+            forwardings.append("""
+                    \(access)\(signature(of: function, appending: ["_payloadDescription: Trellis.PayloadDescription"])) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: _payloadDescription", "_queryItems: []"]))
+                    }
+                """)
+        } else {
+            forwardings.append("""
+                    \(access)\(signature(of: function)) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: []"]))
+                    }
+                """)
+        }
 
         var lines: [String] = []
         var pathExpression = ""
@@ -146,7 +160,11 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             lines.append("try __request.header(\(literal(name)), \(parameter.name))")
         }
         if let body = endpoint.body {
-            lines.append(endpoint.isForm ? "try __request.formBody(\(body.name))" : "try __request.body(\(body.name))")
+            if endpoint.isFileUpload {
+                lines.append("try __request.fileUpload(\(body.name), parameter: \(literal(body.key)), description: _payloadDescription)")
+            } else {
+                lines.append(endpoint.isForm ? "try __request.formBody(\(body.name))" : "try __request.body(\(body.name))")
+            }
         }
         let formFields = endpoint.isForm && endpoint.body == nil
         if formFields { lines.append("__request.startForm()") }
@@ -155,22 +173,28 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         }
         lines.append("__request.queryItems(_queryItems)")
         if endpoint.requiresAccessToken { lines.append("__request.requiresAccessToken = true") }
-        switch endpoint.returnKind {
-        case .void:
+        switch (endpoint.download, endpoint.returnKind) {
+        case (.url, _):
+            lines.append("return try await self.serviceContext.download(__request).url")
+        case (.file, _):
+            lines.append("return try await self.serviceContext.download(__request)")
+        case (.task, _):
+            lines.append("return try self.serviceContext.downloadTask(__request)")
+        case (nil, .void):
             lines.append("try await self.serviceContext.perform(__request)")
-        case .responseVoid:
+        case (nil, .responseVoid):
             lines.append("return try await self.serviceContext.response(__request)")
-        case .response(let type):
+        case (nil, .response(let type)):
             lines.append("return try await self.serviceContext.response(__request, as: \(type).self)")
-        case .value(let type):
+        case (nil, .value(let type)):
             lines.append("return try await self.serviceContext.value(__request, as: \(type).self)")
         }
         let full = """
-                \(access)\(signature(of: function, appending: ["_queryItems: [Trellis.QueryItem]"])) {
+                \(access)\(signature(of: function, appending: (endpoint.isFileUpload ? ["_payloadDescription: Trellis.PayloadDescription?"] : []) + ["_queryItems: [Trellis.QueryItem]"])) {
                     \(lines.joined(separator: "\n        "))
                 }
             """
-        return [forwarding, full]
+        return forwardings + [full]
     }
 
     private static func defaultArgumentOverloads(of endpoint: Endpoint, access: String) -> [String] {

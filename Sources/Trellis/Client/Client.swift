@@ -114,6 +114,9 @@ public final class Client: Sendable {
         let limit = request.timeout ?? timeout
         request.timeout = limit
         if request.deadline == nil { request.deadline = .now + limit }
+        if let type = request.body?.defaultContentType, request.headerFields[.contentType] == nil {
+            request.headerFields[.contentType] = type
+        }
         return try await runChain(request, at: 0, extra: extraMiddlewares)
     }
 
@@ -228,17 +231,28 @@ public final class Client: Sendable {
         }
         let code = response.status.code
         guard (200...299).contains(code) || extraStatuses.contains(code) else {
-            throw TrellisError.unacceptableStatus(
-                HTTPStatusFailure(
-                    status: response.status,
-                    headerFields: response.headerFields,
-                    body: Data(buffer: response.body),
-                    request: "\(request.method) \(RequestLog.redactedURL(request))",
-                    decoder: decoder
-                )
-            )
+            throw statusFailure(response, for: request)
         }
         return response
+    }
+
+    func statusFailure(_ response: Response<ByteBuffer>, for request: Request) -> TrellisError {
+        TrellisError.unacceptableStatus(
+            HTTPStatusFailure(
+                status: response.status,
+                headerFields: response.headerFields,
+                body: Data(buffer: response.body),
+                request: "\(request.method) \(RequestLog.redactedURL(request))",
+                decoder: decoder
+            )
+        )
+    }
+
+    /// The error for a streamed response whose status is not accepted, with as much of its
+    /// body as the buffering limit allows (a problem-details document, usually).
+    func statusFailure(_ response: Response<ResponseBody>, for request: Request) async -> TrellisError {
+        let body = (try? await response.body.collect(upTo: maximumBodySize)) ?? ByteBuffer()
+        return statusFailure(response.withBody(body), for: request)
     }
 
     private func decodeBody<Value: Decodable>(_ response: Response<ByteBuffer>, as type: Value.Type) throws -> Value {

@@ -3,12 +3,15 @@ public import NIOCore
 
 /// The body of a ``Request``.
 ///
-/// Bodies built from bytes in memory are replayable: a retry or a token refresh may send them
-/// again. A body built from an asynchronous sequence is one-shot and is never replayed.
+/// Bodies built from bytes in memory, from a file, or from a ``MultipartForm`` are replayable: a
+/// retry or a token refresh may send them again. A body built from an asynchronous sequence is
+/// one-shot and is never replayed.
 public struct RequestBody: Sendable {
     enum Storage: Sendable {
         case bytes(ByteBuffer)
         case stream(@Sendable () -> ChunkIterator)
+        /// Read afresh from its source each time it is sent: a file, or a form of files.
+        case replayableStream(@Sendable () -> ChunkIterator)
     }
 
     let storage: Storage
@@ -20,8 +23,8 @@ public struct RequestBody: Sendable {
 
     /// Whether this body can be sent more than once.
     public var isReplayable: Bool {
-        if case .bytes = storage { return true }
-        return false
+        if case .stream = storage { return false }
+        return true
     }
 
     /// A body of the given bytes.
@@ -57,6 +60,12 @@ public struct RequestBody: Sendable {
         self.defaultContentType = contentType
     }
 
+    init(storage: Storage, length: Int64?, contentType: String?) {
+        self.storage = storage
+        self.length = length
+        self.defaultContentType = contentType
+    }
+
     /// The bytes of a body held in memory; `nil` for a streamed body.
     public var bytes: ByteBuffer? {
         if case .bytes(let buffer) = storage { return buffer }
@@ -67,8 +76,22 @@ public struct RequestBody: Sendable {
     public func makeChunkIterator() -> ChunkIterator {
         switch storage {
         case .bytes(let buffer): ChunkIterator(single: buffer)
-        case .stream(let make): make()
+        case .stream(let make), .replayableStream(let make): make()
         }
+    }
+
+    /// The same body, with `observe` told the size of each chunk as the transport takes it.
+    func observingChunks(_ observe: @escaping @Sendable (Int) -> Void) -> RequestBody {
+        let make: @Sendable () -> ChunkIterator = {
+            var inner = self.makeChunkIterator()
+            return ChunkIterator {
+                let chunk = try await inner.next()
+                if let chunk { observe(chunk.readableBytes) }
+                return chunk
+            }
+        }
+        let storage: Storage = isReplayable ? .replayableStream(make) : .stream(make)
+        return RequestBody(storage: storage, length: length, contentType: defaultContentType)
     }
 }
 

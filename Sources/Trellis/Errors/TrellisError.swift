@@ -34,6 +34,9 @@ public enum TrellisError: Error, Sendable {
     /// A redirect was not followed: too many, a loop, a downgrade from https to http, or a body
     /// that cannot be sent again.
     case redirectFailed(RedirectFailure)
+    /// A file being uploaded could not be read, or a download could not be written or moved
+    /// into place.
+    case fileFailed(FileFailure)
 }
 
 extension TrellisError: CustomStringConvertible, LocalizedError {
@@ -48,6 +51,7 @@ extension TrellisError: CustomStringConvertible, LocalizedError {
         case .responseTooLarge(let failure): failure.description
         case .authenticationRequired(let failure): "authentication required: \(failure)"
         case .redirectFailed(let failure): "redirect not followed: \(failure)"
+        case .fileFailed(let failure): "file operation failed: \(failure)"
         }
     }
 
@@ -275,4 +279,22 @@ public struct RedirectFailure: Sendable, CustomStringConvertible {
     public let reason: String
 
     public var description: String { "\(from) -> \(to): \(reason)" }
+}
+
+/// A file operation of a transfer that failed, with the file and the system's reason.
+public struct FileFailure: Sendable, CustomStringConvertible {
+    /// The file's path.
+    public let path: String
+    /// What was being done: "open", "read", "write", "move into place".
+    public let operation: String
+    /// Why it failed, as the system reported it.
+    public let reason: String
+
+    public init(path: String, operation: String, reason: String) {
+        self.path = path
+        self.operation = operation
+        self.reason = reason
+    }
+
+    public var description: String { "cannot \(operation) \(path): \(reason)" }
 }

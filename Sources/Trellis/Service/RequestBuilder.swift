@@ -178,6 +178,42 @@ public struct RequestBuilder {
         self.body = body
     }
 
+    /// Sends a `multipart/form-data` form, its files streamed from disk.
+    public mutating func body(_ form: MultipartForm?) throws {
+        guard let form else { return }
+        body = form.makeBody()
+    }
+
+    /// Sends `data` as the one file of a `multipart/form-data` form (`@FileUpload`).
+    ///
+    /// - Parameter parameter: the parameter's name, used as field and file name when
+    ///   `description` is `nil`.
+    public mutating func fileUpload(_ data: Data?, parameter: String, description: PayloadDescription?) throws {
+        guard let data else { return }
+        var form = MultipartForm()
+        let description = description ?? PayloadDescription(name: parameter, fileName: parameter)
+        form.addData(description.name, data, fileName: description.fileName, mimeType: description.mimeType)
+        body = form.makeBody()
+    }
+
+    /// Sends the file at `file` as the one file of a `multipart/form-data` form
+    /// (`@FileUpload`), streamed from disk.
+    ///
+    /// - Parameter parameter: the field name when `description` is `nil`; the file name is then
+    ///   the file's own.
+    /// - Throws: ``TrellisError/fileFailed(_:)`` when there is no readable file at `file`.
+    public mutating func fileUpload(_ file: URL?, parameter: String, description: PayloadDescription?) throws {
+        guard let file else { return }
+        var form = MultipartForm()
+        try form.addFile(
+            description?.name ?? parameter,
+            fileAt: file,
+            fileName: description?.fileName,
+            mimeType: description?.mimeType
+        )
+        body = form.makeBody()
+    }
+
     /// Sends `value` as an `application/x-www-form-urlencoded` form: each property a field,
     /// arrays repeating their name, nested values as `outer[inner]`.
     ///

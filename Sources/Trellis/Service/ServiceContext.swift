@@ -114,6 +114,16 @@ public final class ServiceContext: Sendable {
         try await client.perform(makeRequest(builder), middlewares: serviceMiddlewares)
     }
 
+    /// Streams the response body to a new file in the temporary directory (`@Download`).
+    public func download(_ builder: RequestBuilder) async throws -> DownloadedFile {
+        try await client.download(makeRequest(builder), middlewares: serviceMiddlewares)
+    }
+
+    /// The download as a task, not started (`@Download` returning ``DownloadTask``).
+    public func downloadTask(_ builder: RequestBuilder) throws -> DownloadTask {
+        client.downloadTask(for: try makeRequest(builder), middlewares: serviceMiddlewares)
+    }
+
     private func storeToken(of value: some AccessTokenConvertible) async throws {
         guard let token = value.convert() else { return }
         try await client.accessTokens.storage.store(token, for: tokenLabel)

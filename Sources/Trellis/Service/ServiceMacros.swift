@@ -85,3 +85,28 @@ public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceM
 /// Sends the service's access token with every call of the endpoint, refreshing it when it has
 /// expired or the server refuses it. See ``TrellisService/onAuthRetry``.
 @attached(peer) public macro RequiresAccessToken() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// Streams the response body to a file instead of decoding it. The function returns `URL`
+/// (the file, in the temporary directory), ``DownloadedFile``, or a ``DownloadTask`` to watch
+/// progress and start it yourself.
+///
+/// ```swift
+/// @GET("/files/{name}")
+/// @Download
+/// func fetch(name: String) async throws -> URL
+/// ```
+@attached(peer) public macro Download() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// Sends the `@Body` parameter (`Data`, or a file `URL` streamed from disk) as the file part of
+/// a `multipart/form-data` body, and adds a `_payloadDescription: PayloadDescription` argument
+/// naming the field, the file name and the media type, as in Snowdrop.
+///
+/// ```swift
+/// @POST("/avatar")
+/// @FileUpload
+/// @Body("image")
+/// func uploadAvatar(_ image: Data) async throws -> Profile
+///
+/// try await api.uploadAvatar(png, _payloadDescription: PayloadDescription(name: "avatar", fileName: "me.png"))
+/// ```
+@attached(peer) public macro FileUpload() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")

@@ -13,8 +13,10 @@ public import FoundationNetworking
 /// It streams response bodies through a session delegate, so it works the same on Linux's
 /// FoundationNetworking, which has no `bytes(for:)`. Limits there, measured: no WebSockets,
 /// no server-trust evaluation (a self-signed or pinned certificate cannot be accepted), and a
-/// lower request rate than ``AsyncHTTPClientTransport``. A streamed request body is gathered
-/// into memory before sending.
+/// lower request rate than ``AsyncHTTPClientTransport``. A request body that is not in memory
+/// (a file, a form, a stream) is first written to a temporary file and sent from there, so its
+/// upload progress counts that copy rather than the network; and a response body is queued in
+/// memory when it arrives faster than it is read.
 public final class URLSessionTransport: Transport {
     /// The transport every client uses by default on Apple platforms.
     public static let shared = URLSessionTransport()
@@ -44,24 +46,45 @@ public final class URLSessionTransport: Transport {
         }
         let timeout = request.timeout ?? .seconds(60)
         urlRequest.timeoutInterval = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        if let body = request.body {
-            if let bytes = body.bytes {
+        let task: URLSessionDataTask
+        var spool: String?
+        if let body = request.body, body.bytes == nil {
+            let path = try await Self.spool(body)
+            spool = path
+            task = session.uploadTask(with: urlRequest, fromFile: URL(fileURLWithPath: path))
+        } else {
+            if let bytes = request.body?.bytes {
                 urlRequest.httpBody = Data(buffer: bytes, byteTransferStrategy: .noCopy)
-            } else {
-                var gathered = ByteBuffer()
-                var chunks = body.makeChunkIterator()
-                while var chunk = try await chunks.next() { gathered.writeBuffer(&chunk) }
-                urlRequest.httpBody = Data(buffer: gathered)
             }
+            task = session.dataTask(with: urlRequest)
         }
-        let task = session.dataTask(with: urlRequest)
-        let exchange = Exchange(task: task, request: request, timeout: timeout)
+        let exchange = Exchange(task: task, request: request, timeout: timeout, spool: spool)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.start(continuation, delegate: delegate)
             }
         } onCancel: {
             exchange.cancel()
+        }
+    }
+
+    /// Writes a streamed body to a temporary file for `uploadTask(with:fromFile:)`, which
+    /// sends it in constant memory: FoundationNetworking cannot send from an asynchronous
+    /// sequence.
+    private static func spool(_ body: RequestBody) async throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("trellis-upload-\(UUID().uuidString)").path
+        do {
+            let file = try await TransferFile.openForWriting(path, keeping: 0)
+            var chunks = body.makeChunkIterator()
+            var offset: Int64 = 0
+            while let chunk = try await chunks.next() {
+                try await file.write(chunk, at: offset)
+                offset += Int64(chunk.readableBytes)
+            }
+            return path
+        } catch {
+            FileIO.remove(path)
+            throw error
         }
     }
 }
@@ -80,10 +103,14 @@ private final class Exchange: @unchecked Sendable {
     private let chunks: AsyncThrowingStream<ByteBuffer, any Error>
     private let chunkSink: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
 
-    init(task: URLSessionDataTask, request: Request, timeout: Duration) {
+    /// A spooled request body, removed when the exchange ends.
+    let spool: String?
+
+    init(task: URLSessionDataTask, request: Request, timeout: Duration, spool: String?) {
         self.task = task
         self.request = request
         self.timeout = timeout
+        self.spool = spool
         (chunks, chunkSink) = AsyncThrowingStream.makeStream(of: ByteBuffer.self, throwing: (any Error).self)
         chunkSink.onTermination = { [task] termination in
             if case .cancelled = termination { task.cancel() }
@@ -97,6 +124,7 @@ private final class Exchange: @unchecked Sendable {
             return true
         }
         guard proceed else {
+            spool.map(FileIO.remove)
             continuation.resume(throwing: CancellationError())
             return
         }
@@ -128,7 +156,16 @@ private final class Exchange: @unchecked Sendable {
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
         let chunks = self.chunks
         let body = ResponseBody(expectedLength: length) {
-            ChunkIterator(chunks)
+            var iterator = chunks.makeAsyncIterator()
+            return ChunkIterator {
+                // The stream ends quietly when the reading task is cancelled; a cut-off body
+                // must not pass for a complete one.
+                guard let chunk = try await iterator.next() else {
+                    try Task.checkCancellation()
+                    return nil
+                }
+                return chunk
+            }
         }
         continuation.resume(returning: Response(head: head, body: body))
     }
@@ -142,6 +179,7 @@ private final class Exchange: @unchecked Sendable {
     }
 
     func completed(with error: (any Error)?) {
+        spool.map(FileIO.remove)
         let continuation = state.withLockedValue { state in
             defer { state.headContinuation = nil }
             return state.headContinuation

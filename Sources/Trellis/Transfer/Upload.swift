@@ -1,0 +1,81 @@
+public import Foundation
+
+extension Client {
+    /// Sends `body` with `request` and decodes the response as `type`, as a task whose progress
+    /// counts the bytes of `body` as the transport takes them.
+    ///
+    /// `Content-Type` comes from the body when the request has none. A data, file or form body
+    /// is sent again if a token refresh or redirect needs it; a one-shot stream is not.
+    public func uploadTask<Value: Decodable & Sendable>(
+        for request: Request,
+        from body: RequestBody,
+        as type: Value.Type = Value.self,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) -> UploadTask<Value> {
+        UploadTask { reporter in
+            reporter.begin(completed: 0, total: body.length)
+            var request = request
+            request.body = body.observingChunks { reporter.advance(by: $0) }
+            return try await self.value(for: request, as: type, middlewares: extraMiddlewares)
+        }
+    }
+
+    /// Uploads the file at `fileURL` as the body of `request`, streamed from disk.
+    ///
+    /// - Throws: ``TrellisError/fileFailed(_:)`` at once when there is no readable file.
+    public func uploadTask<Value: Decodable & Sendable>(
+        for request: Request,
+        fromFile fileURL: URL,
+        as type: Value.Type = Value.self,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) throws -> UploadTask<Value> {
+        uploadTask(for: request, from: try RequestBody(fileAt: fileURL), as: type, middlewares: extraMiddlewares)
+    }
+
+    /// Uploads `form` as `multipart/form-data`, its files streamed from disk.
+    public func multipartUploadTask<Value: Decodable & Sendable>(
+        for request: Request,
+        form: MultipartForm,
+        as type: Value.Type = Value.self,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) -> MultipartUploadTask<Value> {
+        var request = request
+        request.headerFields[.contentType] = form.contentType
+        return uploadTask(for: request, from: form.makeBody(), as: type, middlewares: extraMiddlewares)
+    }
+
+    /// Sends `request` and decodes its body as `type`, as a task whose progress counts the
+    /// response bytes as they arrive.
+    public func dataTask<Value: Decodable & Sendable>(
+        for request: Request,
+        as type: Value.Type = Value.self,
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) -> DataTask<Value> {
+        DataTask { reporter in
+            try await self.value(for: request, as: type, middlewares: extraMiddlewares + [ReceivedBytes(reporter: reporter)])
+        }
+    }
+}
+
+/// Counts a response's body bytes as they are read, for a ``DataTask``'s progress.
+struct ReceivedBytes: Middleware {
+    let reporter: ProgressReporter
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let response = try await next(request)
+        let body = response.body
+        reporter.begin(completed: 0, total: body.expectedLength)
+        let counted = ResponseBody(expectedLength: body.expectedLength) { [reporter] in
+            var inner = body.makeAsyncIterator()
+            return ChunkIterator {
+                let chunk = try await inner.next()
+                if let chunk { reporter.advance(by: chunk.readableBytes) }
+                return chunk
+            }
+        }
+        return response.withBody(counted)
+    }
+}
