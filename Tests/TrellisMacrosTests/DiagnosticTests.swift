@@ -439,4 +439,52 @@ struct DiagnosticTests {
             failureHandler: { Issue.record(Comment(rawValue: $0.message)) }
         )
     }
+
+    @Test func aDownloadMustReturnAFileOrATask() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Files {
+                @GET("/a") @Download
+                func fetch() async throws -> Data
+            }
+            """,
+            [DiagnosticSpec(
+                message: "@Download writes the body to a file; 'fetch' must return URL, DownloadedFile or DownloadTask, not Data",
+                line: 4, column: 31
+            )]
+        )
+    }
+
+    @Test func aFileUploadNeedsABody() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Files {
+                @POST("/a") @FileUpload
+                func upload(image: Data) async throws -> Data
+            }
+            """,
+            [DiagnosticSpec(
+                message: "@FileUpload sends the parameter named by @Body as the file; add @Body(\"parameter\") to 'upload'",
+                line: 3, column: 17
+            )]
+        )
+    }
+
+    @Test func aFileUploadIsNotAURLEncodedForm() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Files {
+                @POST("/a") @FileUpload @FormURLEncoded @Body("image")
+                func upload(image: Data) async throws -> Data
+            }
+            """,
+            [DiagnosticSpec(
+                message: "'upload' cannot be both @FileUpload (multipart/form-data) and @FormURLEncoded; keep one",
+                line: 3, column: 17
+            )]
+        )
+    }
 }

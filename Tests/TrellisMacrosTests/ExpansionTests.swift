@@ -21,6 +21,8 @@ let trellisMacros: [String: MacroSpec] = [
     "FormURLEncoded": MacroSpec(type: MarkerMacro.self),
     "TokenLabel": MacroSpec(type: TokenLabelMacro.self),
     "RequiresAccessToken": MacroSpec(type: HTTPMethodMacro.self),
+    "Download": MacroSpec(type: HTTPMethodMacro.self),
+    "FileUpload": MacroSpec(type: HTTPMethodMacro.self),
 ]
 
 /// Expands with Swift Testing reporting failures where the assertion stands.
@@ -272,6 +274,129 @@ struct ExpansionTests {
                     __request.queryItems(_queryItems)
                     __request.requiresAccessToken = true
                     return try await self.serviceContext.value(__request, as: User.self)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func downloadsReturnAFileAFileRecordOrATask() {
+        assertExpansion(
+            """
+            @Service
+            protocol Files {
+                @GET("/files/{name}") @Download
+                func fetch(name: String) async throws -> URL
+                @GET("/files/{name}") @Download
+                func record(name: String) async throws -> DownloadedFile
+                @GET("/files/{name}") @Download
+                func task(name: String) async throws -> DownloadTask
+            }
+            """,
+            expandedSource: #"""
+            protocol Files {
+
+                func fetch(name: String) async throws -> URL
+
+                func record(name: String) async throws -> DownloadedFile
+
+                func task(name: String) async throws -> DownloadTask
+            }
+
+            final class FilesService: Files, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func fetch(name: String) async throws -> URL {
+                    return try await self.fetch(name: name, _queryItems: [])
+                }
+
+                func fetch(name: String, _queryItems: [Trellis.QueryItem]) async throws -> URL {
+                    var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.download(__request).url
+                }
+
+                func record(name: String) async throws -> DownloadedFile {
+                    return try await self.record(name: name, _queryItems: [])
+                }
+
+                func record(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
+                    var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.download(__request)
+                }
+
+                func task(name: String) async throws -> DownloadTask {
+                    return try await self.task(name: name, _queryItems: [])
+                }
+
+                func task(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
+                    var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
+                    __request.queryItems(_queryItems)
+                    return try self.serviceContext.downloadTask(__request)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func fileUploadAddsSnowdropsPayloadDescription() {
+        assertExpansion(
+            """
+            @Service
+            protocol Profile {
+                @POST("/avatar") @FileUpload @Body("image")
+                func upload(_ image: Data) async throws -> Data
+            }
+            """,
+            expandedSource: #"""
+            protocol Profile {
+
+                func upload(_ image: Data) async throws -> Data
+            }
+
+            final class ProfileService: Profile, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func upload(_ image: Data) async throws -> Data {
+                    return try await self.upload(image, _payloadDescription: nil, _queryItems: [])
+                }
+
+                func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription) async throws -> Data {
+                    return try await self.upload(image, _payloadDescription: _payloadDescription, _queryItems: [])
+                }
+
+                func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription?, _queryItems: [Trellis.QueryItem]) async throws -> Data {
+                    var __request = self.serviceContext.request(.post, path: "/avatar", query: "", template: "/avatar")
+                    try __request.fileUpload(image, parameter: "image", description: _payloadDescription)
+                    __request.queryItems(_queryItems)
+                    return try await self.serviceContext.value(__request, as: Data.self)
                 }
             }
             """#

@@ -49,13 +49,13 @@ struct UploadIntegrationTests {
                     fromFile: file,
                     as: ReceivedUpload.self
                 )
-                async let seen: [TransferProgress] = task.progress.reduce(into: []) { $0.append($1) }
-                let received = try await task.value
+                let (received, updates) = try await recordingProgress(of: task)
                 #expect(received.bytes == size)
                 #expect(received.sha256 == blob.sha256)
                 #expect(received.contentType == "image/png")
                 #expect(received.contentLength == "\(size)")
-                let last = try #require(await seen.last)
+                #expect(zip(updates, updates.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
+                let last = try #require(updates.last)
                 #expect(last.isFinished)
                 #expect(last.completedBytes == Int64(size))
                 #expect(last.totalBytes == Int64(size))

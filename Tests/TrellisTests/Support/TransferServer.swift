@@ -4,6 +4,7 @@ import Hummingbird
 import MultipartKit
 import NIOConcurrencyHelpers
 import NIOCore
+import Trellis
 
 /// Bytes that look random and are the same on every run, and their SHA-256.
 ///
@@ -217,4 +218,21 @@ final class FileShelf: Sendable {
         }
         return parts.withLockedValue { $0 }
     }
+}
+
+/// Runs `task` with a progress consumer that subscribed before it started, and returns its
+/// value with every update the consumer saw.
+func recordingProgress<Value: Sendable>(of task: TransferTask<Value>) async throws -> (Value, [TransferProgress]) {
+    let (subscribed, subscribedSink) = AsyncStream.makeStream(of: Void.self)
+    async let updates: [TransferProgress] = {
+        var seen: [TransferProgress] = []
+        for await progress in task.progress {
+            if seen.isEmpty { subscribedSink.yield() }
+            seen.append(progress)
+        }
+        return seen
+    }()
+    for await _ in subscribed { break }
+    let value = try await task.value
+    return (value, await updates)
 }
