@@ -84,6 +84,7 @@ func notFound(_ id: Int) -> Hummingbird.Response {
 func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestContext> {
     let router = Router()
     issuer.install(router)
+    MediaRoutes.install(router)
     router.get("posts") { _, _ in try json(await store.all()) }
     router.get("posts/:id") { _, context in
         let id = try context.parameters.require("id", as: Int.self)
@@ -197,6 +198,7 @@ func runDemo() async -> Int32 {
         let baseURL = URL(string: "http://127.0.0.1:\(port)")!
         try await tour(baseURL)
         try await authorizationTour(baseURL, issuer: issuer)
+        try await transferTour(baseURL)
         print("\nDone.")
         return 0
     } catch {

@@ -1,10 +1,21 @@
 // `swift run -c release trellis-benchmarks [suite…]`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
-// Suites: calls (AsyncHTTPClient), urlsession, auth, compile. With no argument, every suite
-// runs. Run it from the package directory (compile builds targets of this package).
+// Suites: calls (AsyncHTTPClient), urlsession, auth, transfers, compile. With no argument,
+// every suite runs. Run it from the package directory (compile builds targets of this package).
 import Foundation
 
-let suites = ["calls", "urlsession", "auth", "compile"]
+let suites = ["calls", "urlsession", "auth", "transfers", "compile"]
+// A transfer case run in a child process by the transfers suite, so its peak memory is its own.
+if CommandLine.arguments.dropFirst().first == "transfer-child" {
+    do {
+        try await TransferBenchmark.runChild(Array(CommandLine.arguments.dropFirst(2)))
+        exit(0)
+    } catch {
+        print("transfer failed: \(error)")
+        exit(1)
+    }
+}
+
 let requested = CommandLine.arguments.dropFirst().isEmpty ? suites : Array(CommandLine.arguments.dropFirst())
 let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_ROUNDS"] ?? "") ?? 7
 
@@ -22,6 +33,11 @@ do {
             CallBenchmark.print("Service calls vs raw URLSession + JSONDecoder", try await CallBenchmark.run(transport: "urlsession", rounds: rounds))
         case "auth":
             Report.print("Token refresh: \(TokenRefreshBenchmark.calls) concurrent calls (AsyncHTTPClient)", try await TokenRefreshBenchmark.run(rounds: rounds))
+        case "transfers":
+            Report.print(
+                "Transfers: \(TransferBenchmark.size >> 20) MiB to and from disk (AsyncHTTPClient), each case in its own process",
+                try await TransferBenchmark.run(rounds: min(rounds, 3))
+            )
         case "allocations":
             try await AllocationBreakdown.run()
         case "compile":
