@@ -80,13 +80,18 @@ public struct RequestBody: Sendable {
         }
     }
 
-    /// The same body, with `observe` told the size of each chunk as the transport takes it.
-    func observingChunks(_ observe: @escaping @Sendable (Int) -> Void) -> RequestBody {
+    /// The same body, with `observe` told how many bytes the transport has taken so far each
+    /// time it takes a chunk; the count starts again from zero when the body is sent again.
+    func observingChunks(_ observe: @escaping @Sendable (Int64) -> Void) -> RequestBody {
         let make: @Sendable () -> ChunkIterator = {
             var inner = self.makeChunkIterator()
+            var taken: Int64 = 0
             return ChunkIterator {
                 let chunk = try await inner.next()
-                if let chunk { observe(chunk.readableBytes) }
+                if let chunk {
+                    taken += Int64(chunk.readableBytes)
+                    observe(taken)
+                }
                 return chunk
             }
         }

@@ -138,6 +138,11 @@ struct Download {
         guard (200...299).contains(response.status.code) else {
             throw await client.statusFailure(response, for: request)
         }
+        if let encoding = response.headerFields[.contentEncoding], encoding.lowercased() != "identity" {
+            // A transport that decodes compressed bodies (URLSession does) delivers more bytes
+            // than Content-Length counts.
+            total = nil
+        }
 
         let resumedFrom = offset
         let newValidator = Download.validator(of: response.head)
@@ -174,53 +179,27 @@ struct Download {
         return try await client.send(request, middlewares: middlewares)
     }
 
-    /// Streams the body to the file in writes of about ``FileIO/chunkSize`` bytes, returning
-    /// the file's length. Bytes are gathered into one pending buffer between writes, and the
-    /// transport is not read while a write runs, so memory stays at about one chunk whatever
-    /// the size.
+    /// Streams the body to the file, returning the file's length.
+    ///
+    /// Chunks are gathered into batches of about ``FileIO/chunkSize`` bytes, and one batch is
+    /// written while the next is received, so the disk and the network work at the same time
+    /// and memory stays at about two batches whatever the size.
     private func receive(_ body: ResponseBody, into file: TransferFile, from start: Int64) async throws -> Int64 {
-        var offset = start
-        var pending = ByteBuffer()
+        var writer = BatchedWriter(file: file, written: start)
         do {
-            try await receive(body, into: file, offset: &offset, pending: &pending)
+            for try await chunk in body {
+                reporter.advance(by: chunk.readableBytes)
+                try await writer.append(chunk)
+            }
+            // A body sequence may end early rather than throw when its task is cancelled.
+            try Task.checkCancellation()
+            return try await writer.finish()
         } catch {
             // What arrived before the failure is kept, so a resumed download need not fetch it
             // again; in a task of its own, since a cancelled task's file writes are refused.
-            if pending.readableBytes > 0 {
-                let write = Task { [pending, offset] in try await file.write(pending, at: offset) }
-                try? await write.value
-            }
+            let unfinished = writer
+            _ = try? await Task { var rest = unfinished; return try await rest.finish() }.value
             throw error
-        }
-        return offset
-    }
-
-    private func receive(
-        _ body: ResponseBody,
-        into file: TransferFile,
-        offset: inout Int64,
-        pending: inout ByteBuffer
-    ) async throws {
-        for try await var chunk in body {
-            reporter.advance(by: chunk.readableBytes)
-            if pending.readableBytes == 0 && chunk.readableBytes >= FileIO.chunkSize {
-                try await file.write(chunk, at: offset)
-                offset += Int64(chunk.readableBytes)
-                continue
-            }
-            pending.writeBuffer(&chunk)
-            if pending.readableBytes >= FileIO.chunkSize {
-                try await file.write(pending, at: offset)
-                offset += Int64(pending.readableBytes)
-                pending.clear()
-            }
-        }
-        // A body sequence may end early rather than throw when its task is cancelled.
-        try Task.checkCancellation()
-        if pending.readableBytes > 0 {
-            try await file.write(pending, at: offset)
-            offset += Int64(pending.readableBytes)
-            pending.clear()
         }
     }
 
@@ -269,5 +248,50 @@ struct ContentRange: Equatable {
             guard let total = Int64(halves[1]), total > end else { return nil }
             self.total = total
         }
+    }
+}
+
+/// Writes received chunks to a file in batches, one batch in flight while the next fills.
+struct BatchedWriter: Sendable {
+    let file: TransferFile
+    /// Bytes whose writes have completed: where the next batch goes.
+    private(set) var written: Int64
+    private var inFlight: Task<Int64, any Error>?
+    private var batch: [ByteBuffer] = []
+    private var batchBytes = 0
+
+    init(file: TransferFile, written: Int64) {
+        self.file = file
+        self.written = written
+    }
+
+    mutating func append(_ chunk: ByteBuffer) async throws {
+        batch.append(chunk)
+        batchBytes += chunk.readableBytes
+        if batchBytes >= FileIO.chunkSize {
+            try await startWrite()
+        }
+    }
+
+    /// Writes what is left and returns the file's length.
+    mutating func finish() async throws -> Int64 {
+        try await startWrite()
+        try await awaitInFlight()
+        return written
+    }
+
+    private mutating func awaitInFlight() async throws {
+        guard let inFlight else { return }
+        self.inFlight = nil
+        written += try await inFlight.value
+    }
+
+    private mutating func startWrite() async throws {
+        try await awaitInFlight()
+        guard batchBytes > 0 else { return }
+        let (buffers, offset, file) = (batch, written, file)
+        inFlight = Task { try await file.write(buffers, at: offset) }
+        batch.removeAll(keepingCapacity: true)
+        batchBytes = 0
     }
 }

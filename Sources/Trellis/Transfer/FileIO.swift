@@ -69,21 +69,28 @@ final class TransferFile: Sendable {
         }
     }
 
-    /// Writes all of `buffer` at `offset`.
-    func write(_ buffer: ByteBuffer, at offset: Int64) async throws {
+    /// Writes all of `buffers`, one after the other, from `offset`; returns the bytes written.
+    /// One trip to the thread pool for the lot.
+    @discardableResult
+    func write(_ buffers: [ByteBuffer], at offset: Int64) async throws -> Int64 {
         try await FileIO.blocking { [descriptor, path] in
-            var written = 0
-            let total = buffer.readableBytes
-            while written < total {
-                let result = buffer.withUnsafeReadableBytes { bytes in
-                    pwrite(descriptor, bytes.baseAddress! + written, total - written, off_t(offset) + off_t(written))
+            var position = offset
+            for buffer in buffers {
+                var written = 0
+                let total = buffer.readableBytes
+                while written < total {
+                    let result = buffer.withUnsafeReadableBytes { bytes in
+                        pwrite(descriptor, bytes.baseAddress! + written, total - written, off_t(position) + off_t(written))
+                    }
+                    if result < 0 {
+                        if errno == EINTR { continue }
+                        throw FileIO.failure(path, "write")
+                    }
+                    written += result
                 }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw FileIO.failure(path, "write")
-                }
-                written += result
+                position += Int64(total)
             }
+            return position - offset
         }
     }
 }

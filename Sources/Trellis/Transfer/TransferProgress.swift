@@ -110,12 +110,25 @@ final class ProgressReporter: Sendable {
     func advance(by count: Int) {
         state.withLockedValue { state in
             state.progress.completedBytes += Int64(count)
-            let step = state.progress.totalBytes.map { max($0 / 200, 1) } ?? 256 * 1024
-            if state.progress.completedBytes - state.published >= step
-                || state.progress.completedBytes == state.progress.totalBytes
-            {
-                publish(&state)
-            }
+            publishIfWorthIt(&state)
+        }
+    }
+
+    /// Raises the count to `completed` if it is below.
+    func advance(toAtLeast completed: Int64) {
+        state.withLockedValue { state in
+            guard completed > state.progress.completedBytes else { return }
+            state.progress.completedBytes = completed
+            publishIfWorthIt(&state)
+        }
+    }
+
+    private func publishIfWorthIt(_ state: inout State) {
+        let step = state.progress.totalBytes.map { max($0 / 200, 1) } ?? 256 * 1024
+        if state.progress.completedBytes - state.published >= step
+            || state.progress.completedBytes == state.progress.totalBytes
+        {
+            publish(&state)
         }
     }
 

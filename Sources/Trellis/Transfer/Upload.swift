@@ -15,7 +15,9 @@ extension Client {
         UploadTask { reporter in
             reporter.begin(completed: 0, total: body.length)
             var request = request
-            request.body = body.observingChunks { reporter.advance(by: $0) }
+            // A replay (token refresh, 307) sends the body again: progress holds at its
+            // highest rather than count the bytes twice or go back.
+            request.body = body.observingChunks { reporter.advance(toAtLeast: $0) }
             return try await self.value(for: request, as: type, middlewares: extraMiddlewares)
         }
     }

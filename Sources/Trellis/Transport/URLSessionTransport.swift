@@ -78,7 +78,7 @@ public final class URLSessionTransport: Transport {
             var chunks = body.makeChunkIterator()
             var offset: Int64 = 0
             while let chunk = try await chunks.next() {
-                try await file.write(chunk, at: offset)
+                try await file.write([chunk], at: offset)
                 offset += Int64(chunk.readableBytes)
             }
             return path
