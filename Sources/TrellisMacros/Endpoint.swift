@@ -48,6 +48,8 @@ struct Endpoint {
     let requiresAccessToken: Bool
     let download: DownloadKind?
     let isFileUpload: Bool
+    /// `@Retry(max:retriesNonIdempotentMethods:)`, as source text.
+    let retry: (maximum: String, nonIdempotent: String?)?
 
     /// What a `@Download` function returns.
     enum DownloadKind {
@@ -271,6 +273,22 @@ struct Endpoint {
             }
         }
 
+        // Retries
+        var retry: (String, String?)?
+        if let attribute = attributes.first(where: { attributeName($0) == "Retry" }) {
+            let arguments = attribute.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
+            let maximum = arguments.first { $0.label?.text == "max" }?.expression.as(IntegerLiteralExprSyntax.self)
+            let nonIdempotent = arguments.first { $0.label?.text == "retriesNonIdempotentMethods" }?.expression
+            if let maximum {
+                retry = (maximum.literal.text, nonIdempotent?.trimmedDescription)
+            } else {
+                report(attribute, "retryNotLiteral", "@Retry takes the number of retries as an integer literal, as in @Retry(max: 3)")
+            }
+            if let nonIdempotent, !nonIdempotent.is(BooleanLiteralExprSyntax.self) {
+                report(nonIdempotent, "retryFlagNotLiteral", "retriesNonIdempotentMethods takes true or false")
+            }
+        }
+
         let bound = Set(pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name].compactMap { $0 })
         let queryParameters = parameters.filter { !bound.contains($0.name) }
 
@@ -290,7 +308,8 @@ struct Endpoint {
             returnKind: returnKind(of: function),
             requiresAccessToken: attributes.contains { attributeName($0) == "RequiresAccessToken" },
             download: download,
-            isFileUpload: isFileUpload
+            isFileUpload: isFileUpload,
+            retry: retry
         )
     }
 

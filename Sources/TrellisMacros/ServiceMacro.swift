@@ -173,6 +173,10 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         }
         lines.append("__request.queryItems(_queryItems)")
         if endpoint.requiresAccessToken { lines.append("__request.requiresAccessToken = true") }
+        if let retry = endpoint.retry {
+            lines.append("__request.maximumRetries = \(retry.maximum)")
+            if let flag = retry.nonIdempotent { lines.append("__request.retriesNonIdempotentMethods = \(flag)") }
+        }
         switch (endpoint.download, endpoint.returnKind) {
         case (.url, _):
             lines.append("return try await self.serviceContext.download(__request).url")

@@ -45,6 +45,15 @@ public final class Client: Sendable {
     public var accessTokens: AccessTokenSettings { authorizer.settings }
     /// How redirects are followed.
     public let redirects: RedirectPolicy
+    /// How failed requests are retried (none by default); a request's own
+    /// ``Request/retryPolicy`` wins.
+    public let retryPolicy: RetryPolicy
+    /// The statuses a buffered call accepts; 200...299 by default.
+    public let acceptedStatuses: Set<Int>
+    /// Checks made before every request is sent.
+    public let preconditions: [Precondition]
+    /// Checks of every buffered response whose status was accepted.
+    public let validations: [ResponseValidation]
 
     let authorizer: AccessTokenAuthorizer
 
@@ -62,6 +71,10 @@ public final class Client: Sendable {
     ///   - onResponse: an interceptor that sees each response first, with its body in memory.
     ///   - accessTokens: where tokens are stored, who refreshes them and when.
     ///   - redirects: how many redirects to follow, and whether to follow https to http.
+    ///   - retryPolicy: when to send a failed request again; ``RetryPolicy/none`` by default.
+    ///   - acceptedStatuses: the statuses buffered calls accept (add 304, say).
+    ///   - preconditions: checks made before each request; a failing one means nothing is sent.
+    ///   - validations: checks of each buffered response; a failing one becomes the call's error.
     public init(
         baseURL: URL,
         transport: (any Transport)? = nil,
@@ -74,8 +87,16 @@ public final class Client: Sendable {
         beforeSending: BeforeSending? = nil,
         onResponse: OnResponse? = nil,
         accessTokens: AccessTokenSettings = AccessTokenSettings(),
-        redirects: RedirectPolicy = .follow
+        redirects: RedirectPolicy = .follow,
+        retryPolicy: RetryPolicy = .none,
+        acceptedStatuses: Set<Int> = Set(200...299),
+        preconditions: [Precondition] = [],
+        validations: [ResponseValidation] = []
     ) {
+        self.retryPolicy = retryPolicy
+        self.acceptedStatuses = acceptedStatuses
+        self.preconditions = preconditions
+        self.validations = validations
         self.baseURL = baseURL
         self.base = BaseURL.parse(baseURL)
         self.authorizer = AccessTokenAuthorizer(settings: accessTokens, base: try? base.get())
@@ -108,6 +129,21 @@ public final class Client: Sendable {
     public func send(
         _ request: Request,
         middlewares extraMiddlewares: [any Middleware] = []
+    ) async throws -> Response<ResponseBody> {
+        try await checkPreconditions(of: request)
+        return try await withRetries(of: request) {
+            try await self.sendOnce(request, middlewares: extraMiddlewares)
+        } head: { response in
+            response.head
+        } discard: { response in
+            await response.body.discard()
+        }
+    }
+
+    /// One attempt: the middlewares, the token, the redirects and the transport.
+    private func sendOnce(
+        _ request: Request,
+        middlewares extraMiddlewares: [any Middleware]
     ) async throws -> Response<ResponseBody> {
         try Task.checkCancellation()
         var request = request
@@ -224,16 +260,64 @@ public final class Client: Sendable {
         _ extraMiddlewares: [any Middleware],
         accepting extraStatuses: Set<Int>
     ) async throws -> Response<ByteBuffer> {
+        try await checkPreconditions(of: request)
         let limit = request.timeout ?? timeout
-        let response = try await Deadline.run(limit, describing: request) {
-            let response = try await self.send(request, middlewares: extraMiddlewares)
-            return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
+        let response = try await withRetries(of: request) {
+            // Each attempt has the whole timeout, body included.
+            try await Deadline.run(limit, describing: request) {
+                let response = try await self.sendOnce(request, middlewares: extraMiddlewares)
+                return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
+            }
+        } head: { response in
+            response.head
+        } discard: { _ in
         }
         let code = response.status.code
-        guard (200...299).contains(code) || extraStatuses.contains(code) else {
+        guard (request.acceptedStatuses ?? acceptedStatuses).contains(code) || extraStatuses.contains(code) else {
             throw statusFailure(response, for: request)
         }
+        if !validations.isEmpty || !request.validations.isEmpty {
+            try validate(response.withBody(Data(buffer: response.body)), of: request)
+        }
         return response
+    }
+
+    /// Runs `attempt` until it succeeds with a status that is not retried, fails with an
+    /// error that is not retried, or the policy says stop; between attempts, waits as the
+    /// policy says (cancelling the task ends the wait).
+    private func withRetries<Outcome>(
+        of request: Request,
+        _ attempt: () async throws -> Outcome,
+        head: (Outcome) -> HTTPResponse,
+        discard: (Outcome) async -> Void
+    ) async throws -> Outcome {
+        let policy = request.retryPolicy ?? retryPolicy
+        guard policy.allowsRetrying(request) else { return try await attempt() }
+        var retry = 0
+        var waited = Duration.zero
+        while true {
+            let wait: Duration
+            do {
+                let outcome = try await attempt()
+                let response = head(outcome)
+                guard policy.retryableStatuses.contains(response.status.code),
+                    let delay = policy.delay(beforeRetry: retry, after: response, waitedSoFar: waited)
+                else { return outcome }
+                await discard(outcome)
+                wait = delay
+                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
+            } catch {
+                guard policy.isRetryable(error), let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited) else {
+                    throw error
+                }
+                wait = delay
+                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(error), retry \(retry + 1) in \(delay)")
+            }
+            try await policy.sleep(wait)
+            try Task.checkCancellation()
+            waited += wait
+            retry += 1
+        }
     }
 
     func statusFailure(_ response: Response<ByteBuffer>, for request: Request) -> TrellisError {
@@ -266,6 +350,15 @@ public final class Client: Sendable {
         do {
             return try decoder.decode(Value.self, from: body)
         } catch {
+            if let contentType = response.headerFields[.contentType], !contentType.lowercased().contains("json") {
+                // Most likely an error page or a proxy's answer: say so before the parse error.
+                throw TrellisError.decodingFailed(DecodingFailure(
+                    type: Value.self,
+                    reason: "the response is \(contentType.split(separator: ";").first ?? ""), not JSON (\(error))",
+                    status: response.status,
+                    body: Data(buffer: body)
+                ))
+            }
             throw TrellisError.decodingFailed(
                 DecodingFailure(type: Value.self, error: error, status: response.status, body: Data(buffer: body))
             )

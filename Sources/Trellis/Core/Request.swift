@@ -21,6 +21,15 @@ public struct Request: Sendable {
     /// `Authorization` from its token storage and refreshes the token when the server refuses
     /// it. `nil` sends the request as it is.
     public var accessToken: AccessTokenRequirement?
+    /// How this request is retried; `nil` uses the client's ``Client/retryPolicy``.
+    public var retryPolicy: RetryPolicy?
+    /// The statuses a buffered call accepts; `nil` uses the client's
+    /// ``Client/acceptedStatuses`` (2xx).
+    public var acceptedStatuses: Set<Int>?
+    /// Checks made before this request is sent, after the client's.
+    public var preconditions: [Precondition] = []
+    /// Checks of this request's buffered response, after the client's.
+    public var validations: [ResponseValidation] = []
 
     /// When the response head must have arrived, fixed once by the client when it starts
     /// sending, so that redirects and token replays share one time limit.

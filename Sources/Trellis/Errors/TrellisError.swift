@@ -37,6 +37,10 @@ public enum TrellisError: Error, Sendable {
     /// A file being uploaded could not be read, or a download could not be written or moved
     /// into place.
     case fileFailed(FileFailure)
+    /// A ``Precondition`` did not hold; nothing was sent.
+    case preconditionFailed(CheckFailure)
+    /// A ``ResponseValidation`` did not hold for the response.
+    case validationFailed(CheckFailure)
 }
 
 extension TrellisError: CustomStringConvertible, LocalizedError {
@@ -52,6 +56,8 @@ extension TrellisError: CustomStringConvertible, LocalizedError {
         case .authenticationRequired(let failure): "authentication required: \(failure)"
         case .redirectFailed(let failure): "redirect not followed: \(failure)"
         case .fileFailed(let failure): "file operation failed: \(failure)"
+        case .preconditionFailed(let failure): "precondition failed, nothing sent: \(failure)"
+        case .validationFailed(let failure): "response validation failed: \(failure)"
         }
     }
 

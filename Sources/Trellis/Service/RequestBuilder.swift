@@ -28,6 +28,12 @@ public struct RequestBuilder {
     public var timeout: Duration?
     /// Whether the call carries the service's access token (`@RequiresAccessToken`).
     public var requiresAccessToken = false
+    /// `@Retry(max:)`: the retries allowed for this endpoint, replacing the client policy's
+    /// count (its waits and statuses stay).
+    public var maximumRetries: Int?
+    /// `@Retry(max:retriesNonIdempotentMethods:)`: whether this endpoint is retried even
+    /// though its method is not idempotent.
+    public var retriesNonIdempotentMethods: Bool?
 
     private var formFields: [(name: String, value: String)]?
     private let encoder: JSONEncoder
@@ -273,7 +279,14 @@ public struct RequestBuilder {
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` when the client's base URL is not absolute.
     public func makeRequest(for client: Client) throws -> Request {
-        try makeRequest(baseURL: client.base.get())
+        var request = try makeRequest(baseURL: client.base.get())
+        if maximumRetries != nil || retriesNonIdempotentMethods != nil {
+            var policy = client.retryPolicy
+            if let maximumRetries { policy.maximumRetries = max(0, maximumRetries) }
+            if let retriesNonIdempotentMethods { policy.retriesNonIdempotentMethods = retriesNonIdempotentMethods }
+            request.retryPolicy = policy
+        }
+        return request
     }
 
     func makeRequest(baseURL base: BaseURL) throws -> Request {

@@ -110,3 +110,14 @@ public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceM
 /// try await api.uploadAvatar(png, _payloadDescription: PayloadDescription(name: "avatar", fileName: "me.png"))
 /// ```
 @attached(peer) public macro FileUpload() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// Retries the endpoint up to `max` times after its first attempt, with the client's
+/// ``RetryPolicy`` waits and statuses. A POST or PATCH endpoint is retried only with
+/// `retriesNonIdempotentMethods: true`, for servers that make it safe (an idempotency key).
+///
+/// ```swift
+/// @GET("/feed")
+/// @Retry(max: 3)
+/// func feed() async throws -> Feed
+/// ```
+@attached(peer) public macro Retry(max: Int, retriesNonIdempotentMethods: Bool = false) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 
 /// A ``Transport`` over AsyncHTTPClient: connection pooling, HTTP/2 when the server offers
@@ -140,6 +141,17 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
+        }
+        if let connectionError = error as? NIOConnectionError {
+            if connectionError.connectionErrors.isEmpty, connectionError.dnsAError != nil || connectionError.dnsAAAAError != nil {
+                return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "unknown host", underlying: error))
+            }
+            if let first = connectionError.connectionErrors.first?.error as? IOError {
+                return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: Self.describe(first), underlying: error))
+            }
+        }
+        if case .unknown = error as? SocketAddressError {
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "unknown host", underlying: error))
         }
         if let ioError = error as? IOError {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: Self.describe(ioError), underlying: ioError))

@@ -1,0 +1,95 @@
+public import Foundation
+
+/// A check made before a request is sent (Yggdrasil's preconditions): if it throws, nothing is
+/// sent and the call fails with ``TrellisError/preconditionFailed(_:)``.
+///
+/// ```swift
+/// let online = Precondition("network is reachable") { _ in
+///     guard await reachability.isOnline else { throw Offline() }
+/// }
+/// let client = Client(baseURL: url, preconditions: [online])
+/// ```
+public struct Precondition: Sendable {
+    /// What the check is, for the error.
+    public let name: String
+    let check: @Sendable (Request) async throws -> Void
+
+    public init(_ name: String, _ check: @escaping @Sendable (Request) async throws -> Void) {
+        self.name = name
+        self.check = check
+    }
+}
+
+/// A check of a buffered response after the status check (Yggdrasil's response validations):
+/// if it throws, the call fails with ``TrellisError/validationFailed(_:)`` instead of
+/// returning or decoding the response.
+///
+/// ```swift
+/// let json = ResponseValidation("the body is JSON") { response, _ in
+///     guard response.headerFields[.contentType]?.hasPrefix("application/json") == true else {
+///         throw NotJSON()
+///     }
+/// }
+/// ```
+public struct ResponseValidation: Sendable {
+    /// What the check is, for the error.
+    public let name: String
+    let check: @Sendable (Response<Data>, Request) throws -> Void
+
+    public init(_ name: String, _ check: @escaping @Sendable (Response<Data>, Request) throws -> Void) {
+        self.name = name
+        self.check = check
+    }
+}
+
+/// A precondition or validation that did not hold.
+public struct CheckFailure: Sendable, CustomStringConvertible {
+    /// The check's name.
+    public let name: String
+    /// The method and URL of the request, for messages and logs.
+    public let request: String
+    /// The response's status, for a failed validation.
+    public let status: Int?
+    /// What the check threw.
+    public let underlying: any Error
+
+    public var description: String {
+        let status = status.map { " (status \($0))" } ?? ""
+        return "\(name) did not hold for \(request)\(status): \(underlying)"
+    }
+}
+
+extension Client {
+    /// Runs the client's preconditions, then the request's.
+    func checkPreconditions(of request: Request) async throws {
+        for precondition in preconditions + request.preconditions {
+            do {
+                try await precondition.check(request)
+            } catch {
+                throw TrellisError.preconditionFailed(CheckFailure(
+                    name: precondition.name,
+                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    status: nil,
+                    underlying: error
+                ))
+            }
+        }
+    }
+
+    /// Runs the client's validations, then the request's, on a response whose status was
+    /// accepted.
+    func validate(_ response: Response<Data>, of request: Request) throws {
+        for validation in validations + request.validations {
+            do {
+                try validation.check(response, request)
+            } catch {
+                throw TrellisError.validationFailed(CheckFailure(
+                    name: validation.name,
+                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    status: response.status.code,
+                    underlying: error
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+public import Foundation
+public import HTTPTypes
+
+/// When and how a failed request is sent again.
+///
+/// A request is retried when it failed to connect, timed out, or got one of
+/// ``retryableStatuses`` (408, 429, 500, 502, 503, 504), and only when sending it again is
+/// safe: its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, QUERY) unless
+/// ``retriesNonIdempotentMethods`` is set, and its body can be sent again (a one-shot stream
+/// cannot). Waits grow exponentially with jitter, each capped by ``maximumDelay`` and all of
+/// them by ``maximumTotalDelay``. A `Retry-After` header (seconds or an HTTP date) sets the
+/// wait instead; one longer than the caps ends the retries and the response is returned as
+/// it is. Cancelling the calling task ends a wait at once.
+///
+/// ```swift
+/// let client = Client(baseURL: url, retryPolicy: RetryPolicy(maximumRetries: 3))
+///
+/// @GET("/feed") @Retry(max: 5)          // per endpoint
+/// func feed() async throws -> Feed
+/// ```
+///
+/// Each attempt goes through the middlewares and gets the whole timeout of its own.
+public struct RetryPolicy: Sendable {
+    /// How many times a request may be sent again after its first attempt (Yggdrasil's
+    /// `retryCount`). Zero disables retrying.
+    public var maximumRetries: Int
+    /// The statuses that are retried.
+    public var retryableStatuses: Set<Int>
+    /// Whether POST, PATCH, CONNECT and unknown methods are retried too. Set it only for
+    /// endpoints the server makes idempotent itself (an idempotency key, say).
+    public var retriesNonIdempotentMethods: Bool
+    /// The first wait, before jitter.
+    public var initialDelay: Duration
+    /// How much each wait grows over the previous one.
+    public var multiplier: Double
+    /// The longest single wait, `Retry-After` included.
+    public var maximumDelay: Duration
+    /// The longest the waits of one call may add up to.
+    public var maximumTotalDelay: Duration
+    /// The share of each wait that is random, from 0 (none) to 1 (anywhere between zero and
+    /// the full wait), so that clients that failed together do not retry together.
+    public var jitter: Double
+    /// Waits; `Task.sleep` unless a test injects its own clock.
+    public var sleep: @Sendable (Duration) async throws -> Void
+    /// The current time, for `Retry-After` given as a date.
+    public var now: @Sendable () -> Date
+    /// A random number in `0..<1`, for the jitter.
+    public var random: @Sendable () -> Double
+
+    /// 408, 429, 500, 502, 503 and 504.
+    public static let defaultRetryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    /// A policy; the defaults wait about 0.2 s, 0.4 s, 0.8 s… up to 30 s per wait and 60 s in
+    /// all.
+    public init(
+        maximumRetries: Int = 2,
+        retryableStatuses: Set<Int> = RetryPolicy.defaultRetryableStatuses,
+        retriesNonIdempotentMethods: Bool = false,
+        initialDelay: Duration = .milliseconds(200),
+        multiplier: Double = 2,
+        maximumDelay: Duration = .seconds(30),
+        maximumTotalDelay: Duration = .seconds(60),
+        jitter: Double = 0.5,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        self.maximumRetries = max(0, maximumRetries)
+        self.retryableStatuses = retryableStatuses
+        self.retriesNonIdempotentMethods = retriesNonIdempotentMethods
+        self.initialDelay = initialDelay
+        self.multiplier = max(1, multiplier)
+        self.maximumDelay = maximumDelay
+        self.maximumTotalDelay = maximumTotalDelay
+        self.jitter = min(1, max(0, jitter))
+        self.sleep = sleep
+        self.now = now
+        self.random = random
+    }
+
+    /// No retries: the default of a ``Client``, as in Alamofire and URLSession. Its waits are
+    /// the defaults, which an endpoint's `@Retry(max:)` uses.
+    public static let none = RetryPolicy(maximumRetries: 0)
+
+    /// Two retries with the default waits.
+    public static let standard = RetryPolicy()
+
+    /// Whether `method` may be sent twice with the same effect (RFC 9110 section 9.2.2).
+    public static func isIdempotent(_ method: HTTPRequest.Method) -> Bool {
+        [.get, .head, .put, .delete, .options, .trace, .query].contains(method)
+    }
+
+    /// Whether `request` may be sent again at all, whatever went wrong.
+    func allowsRetrying(_ request: Request) -> Bool {
+        guard maximumRetries > 0 else { return false }
+        guard retriesNonIdempotentMethods || Self.isIdempotent(request.method) else { return false }
+        return request.body?.isReplayable ?? true
+    }
+
+    /// Whether a thrown error is worth another attempt: the connection failed or the attempt
+    /// timed out. Cancellation, TLS, decoding and the client's own refusals are not.
+    func isRetryable(_ error: any Error) -> Bool {
+        switch error as? TrellisError {
+        case .connectionFailed, .timedOut: true
+        default: false
+        }
+    }
+
+    /// The wait before retry number `retry` (from 0), or `nil` when there should be none:
+    /// `Retry-After` when the response has one, exponential backoff with jitter otherwise,
+    /// and `nil` when either goes beyond the caps.
+    func delay(beforeRetry retry: Int, after head: HTTPResponse?, waitedSoFar: Duration) -> Duration? {
+        guard retry < maximumRetries else { return nil }
+        let wait: Duration
+        if let value = head?.headerFields[.retryAfter], let asked = RetryAfter.delay(value, now: now()) {
+            guard asked <= maximumDelay else { return nil }
+            wait = asked
+        } else {
+            let growth = pow(multiplier, Double(retry))
+            let full = min(initialDelay * growth, maximumDelay)
+            wait = full * (1 - jitter * random())
+        }
+        guard waitedSoFar + wait <= maximumTotalDelay else { return nil }
+        return wait
+    }
+}
+
+/// `Retry-After` (RFC 9110 section 10.2.3): a number of seconds, or an HTTP date.
+enum RetryAfter {
+    static func delay(_ value: String, now: Date) -> Duration? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int(trimmed) {
+            return seconds >= 0 ? .seconds(seconds) : nil
+        }
+        guard let date = HTTPDate.parse(trimmed) else { return nil }
+        let interval = date.timeIntervalSince(now)
+        return .milliseconds(Int64(max(0, interval) * 1000))
+    }
+}
+
+/// HTTP dates (RFC 9110 section 5.6.7): the IMF-fixdate form servers send, and the two
+/// obsolete forms recipients must still accept.
+enum HTTPDate {
+    private static let formats = [
+        "EEE, dd MMM yyyy HH:mm:ss zzz",  // Sun, 06 Nov 1994 08:49:37 GMT
+        "EEEE, dd-MMM-yy HH:mm:ss zzz",  // Sunday, 06-Nov-94 08:49:37 GMT
+        "EEE MMM d HH:mm:ss yyyy",  // Sun Nov  6 08:49:37 1994
+    ]
+
+    static func parse(_ text: String) -> Date? {
+        let collapsed = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+        for format in formats {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: collapsed) { return date }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import Testing
+import Trellis
+
+/// Records the waits a retry policy asks for and returns at once: retries are tested without
+/// sleeping in real time.
+final class RecordingSleeper: Sendable {
+    private let waits = NIOLockedValueBox<[Duration]>([])
+
+    var recorded: [Duration] { waits.withLockedValue { $0 } }
+
+    func sleep(_ duration: Duration) async throws {
+        try Task.checkCancellation()
+        waits.withLockedValue { $0.append(duration) }
+    }
+
+    func policy(maximumRetries: Int = 2, _ configure: (inout RetryPolicy) -> Void = { _ in }) -> RetryPolicy {
+        var policy = RetryPolicy(maximumRetries: maximumRetries, sleep: { try await self.sleep($0) }, random: { 0.5 })
+        configure(&policy)
+        return policy
+    }
+}
+
+/// The faults a client meets in the wild, each of which must end promptly in an error the
+/// caller can switch on.
+enum Fault: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case connectionRefused
+    case unknownHost
+    case closedBeforeResponding
+    case resetMidBody
+    case truncatedChunkedBody
+    case contentLengthLongerThanBody
+    case headersNeverArrive
+    case bodyTricklesForever
+    case invalidJSON
+    case wrongContentType
+    case emptyBodyForJSON
+    case serviceUnavailableWithRetryAfter
+    case tooManyRequests
+    case redirectLoop
+
+    var testDescription: String { rawValue }
+
+    enum Expected {
+        case connectionFailed(String?)
+        case timedOut
+        case decodingFailed(String)
+        case status(Int, attempts: Int)
+        case redirectFailed
+    }
+
+    var expected: Expected {
+        switch self {
+        case .connectionRefused: .connectionFailed("connection refused")
+        case .unknownHost: .connectionFailed("unknown host")
+        case .closedBeforeResponding, .resetMidBody, .truncatedChunkedBody, .contentLengthLongerThanBody: .connectionFailed(nil)
+        case .headersNeverArrive, .bodyTricklesForever: .timedOut
+        case .invalidJSON: .decodingFailed("not valid JSON")
+        case .wrongContentType: .decodingFailed("the response is text/html, not JSON")
+        case .emptyBodyForJSON: .decodingFailed("the body is empty")
+        case .serviceUnavailableWithRetryAfter: .status(503, attempts: 3)
+        case .tooManyRequests: .status(429, attempts: 3)
+        case .redirectLoop: .redirectFailed
+        }
+    }
+}
+
+struct Article: Decodable {
+    var id: Int
+    var title: String
+}
+
+@Suite("Faults survived")
+struct FaultIntegrationTests {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases, Fault.allCases)
+    func eachFaultEndsInAnErrorTheCallerCanHandle(_ kind: TransportKind, fault: Fault) async throws {
+        let raw = try await FaultServer()
+        let flaky = FlakyRoutes()
+        let sleeper = RecordingSleeper()
+        defer { Task { try? await raw.stop() } }
+        try await TestServer.with({ router in
+            TestRoutes.install(router)
+            flaky.install(router)
+        }) { url in
+            let client = Client(
+                baseURL: url,
+                transport: kind.transport,
+                timeout: .seconds(2),
+                retryPolicy: sleeper.policy()
+            )
+            let target: URL
+            switch fault {
+            case .connectionRefused: target = URL(string: "http://127.0.0.1:1/posts")!
+            case .unknownHost: target = URL(string: "http://trellis-test.invalid/posts")!
+            case .closedBeforeResponding: target = raw.url.appending(path: "close")
+            case .resetMidBody: target = raw.url.appending(path: "reset")
+            case .truncatedChunkedBody: target = raw.url.appending(path: "truncated-chunked")
+            case .contentLengthLongerThanBody: target = raw.url.appending(path: "short")
+            case .headersNeverArrive: target = raw.url.appending(path: "silent")
+            case .bodyTricklesForever: target = url.appending(path: "trickle")
+            case .invalidJSON: target = url.appending(path: "invalid-json")
+            case .wrongContentType: target = url.appending(path: "html")
+            case .emptyBodyForJSON: target = url.appending(path: "status/200")
+            case .serviceUnavailableWithRetryAfter: target = URL(string: url.absoluteString + "/flaky/503?status=503&failures=10&retryAfter=1")!
+            case .tooManyRequests: target = URL(string: url.absoluteString + "/flaky/429?status=429&failures=10")!
+            case .redirectLoop: target = url.appending(path: "loop/0")
+            }
+            let started = ContinuousClock.now
+            let error = await #expect(throws: TrellisError.self) {
+                _ = try await client.value(for: Request(method: .get, url: target), as: Article.self)
+            }
+            // Promptly: the slowest fault is a timeout of 2 s, retried twice.
+            #expect(ContinuousClock.now - started < .seconds(20))
+            switch (fault.expected, error) {
+            case (.connectionFailed(let reason), .connectionFailed(let failure)?):
+                if let reason { #expect(failure.reason.contains(reason), "\(failure)") }
+                // Retried as a connection failure, with growing waits.
+                #expect(sleeper.recorded.count == 2)
+            case (.timedOut, .timedOut?):
+                #expect(sleeper.recorded.count == 2)
+            case (.decodingFailed(let excerpt), .decodingFailed(let failure)?):
+                #expect("\(failure)".contains(excerpt), "\(failure)")
+                #expect(sleeper.recorded.isEmpty)
+            case (.status(let code, let attempts), .unacceptableStatus(let failure)?):
+                #expect(failure.status.code == code)
+                #expect(flaky.attempts(for: "\(code)") == attempts)
+                if fault == .serviceUnavailableWithRetryAfter {
+                    #expect(sleeper.recorded == [.seconds(1), .seconds(1)])
+                } else {
+                    #expect(sleeper.recorded == [.milliseconds(150), .milliseconds(300)])
+                }
+            case (.redirectFailed, .redirectFailed?):
+                #expect(sleeper.recorded.isEmpty)
+            default:
+                Issue.record("\(fault) on \(kind): expected \(fault.expected), got \(String(describing: error))")
+            }
+        }
+    }
+}
