@@ -487,4 +487,30 @@ struct DiagnosticTests {
             )]
         )
     }
+
+    @Test func retryTakesAnIntegerLiteral() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Feed {
+                @GET("/a") @Retry(max: count)
+                func feed() async throws -> Data
+            }
+            """,
+            [DiagnosticSpec(message: "@Retry takes the number of retries as an integer literal, as in @Retry(max: 3)", line: 3, column: 16)]
+        )
+    }
+
+    @Test func retrysFlagIsABooleanLiteral() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Feed {
+                @GET("/a") @Retry(max: 2, retriesNonIdempotentMethods: flag)
+                func feed() async throws -> Data
+            }
+            """,
+            [DiagnosticSpec(message: "retriesNonIdempotentMethods takes true or false", line: 3, column: 60)]
+        )
+    }
 }

@@ -23,6 +23,7 @@ let trellisMacros: [String: MacroSpec] = [
     "RequiresAccessToken": MacroSpec(type: HTTPMethodMacro.self),
     "Download": MacroSpec(type: HTTPMethodMacro.self),
     "FileUpload": MacroSpec(type: HTTPMethodMacro.self),
+    "Retry": MacroSpec(type: HTTPMethodMacro.self),
 ]
 
 /// Expands with Swift Testing reporting failures where the assertion stands.
@@ -347,6 +348,53 @@ struct ExpansionTests {
                     var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
                     return try self.serviceContext.downloadTask(__request)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func retrySetsTheEndpointsRetries() {
+        assertExpansion(
+            """
+            @Service
+            protocol Feed {
+                @POST("/entries") @Retry(max: 3, retriesNonIdempotentMethods: true)
+                func add() async throws
+            }
+            """,
+            expandedSource: #"""
+            protocol Feed {
+
+                func add() async throws
+            }
+
+            final class FeedService: Feed, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func add() async throws {
+                    try await self.add(_queryItems: [])
+                }
+
+                func add(_queryItems: [Trellis.QueryItem]) async throws {
+                    var __request = self.serviceContext.request(.post, path: "/entries", query: "", template: "/entries")
+                    __request.queryItems(_queryItems)
+                    __request.maximumRetries = 3
+                    __request.retriesNonIdempotentMethods = true
+                    try await self.serviceContext.perform(__request)
                 }
             }
             """#

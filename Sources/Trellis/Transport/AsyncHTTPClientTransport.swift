@@ -42,6 +42,16 @@ public final class AsyncHTTPClientTransport: Transport {
         self.ownsClient = true
     }
 
+    /// A transport with Trellis's defaults and its own connect timeout: how long opening a
+    /// connection (TCP and TLS) may take, apart from the request's overall timeout. A host
+    /// that does not answer then fails fast with ``TrellisError/connectionFailed(_:)`` (which
+    /// a ``RetryPolicy`` retries) instead of using up the whole request timeout.
+    public convenience init(connectTimeout: Duration) {
+        var configuration = Self.defaultConfiguration
+        configuration.timeout.connect = TimeAmount(connectTimeout)
+        self.init(configuration: configuration)
+    }
+
     /// A transport over an `HTTPClient` you manage (and shut down) yourself.
     public init(httpClient: HTTPClient) {
         self.httpClient = httpClient
@@ -122,8 +132,11 @@ public final class AsyncHTTPClientTransport: Transport {
             switch clientError {
             case .cancelled, .requestStreamCancelled:
                 return CancellationError()
-            case .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout,
-                .tlsHandshakeTimeout:
+            case .connectTimeout:
+                return TrellisError.connectionFailed(
+                    ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: clientError)
+                )
+            case .deadlineExceeded, .readTimeout, .writeTimeout, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout:
                 return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
             case .remoteConnectionClosed:
                 return TrellisError.connectionFailed(

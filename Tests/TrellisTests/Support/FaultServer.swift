@@ -117,11 +117,12 @@ final class FlakyRoutes: Sendable {
         for method in [HTTPRequest.Method.get, .post, .put] {
             router.on("flaky/:key", method: method) { request, context in
                 let key = try context.parameters.require("key")
-                for try await _ in request.body {}
+                // Counted before the body is read: an attempt whose body never comes counts.
                 let attempt = self.attempts.withLockedValue { counts in
                     counts[key, default: 0] += 1
                     return counts[key]!
                 }
+                for try await _ in request.body {}
                 let query = request.uri.queryParameters
                 let failures = query["failures"].flatMap { Int(String($0)) } ?? 1
                 guard attempt > failures else {
