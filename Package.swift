@@ -30,6 +30,8 @@ let package = Package(
         // Tests only: SHA-256 of transferred bytes, and a standard multipart parser on the server.
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
+        // Tests only: certificates generated at test time for the in-process TLS server.
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         .macro(
@@ -110,9 +112,26 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strictSettings
         ),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer harnesses, declared only for `Fuzz/run`, which sets TRELLIS_FUZZ and builds them
+// with `-sanitize=fuzzer,address`; a normal build and CI never see them.
+if Context.environment["TRELLIS_FUZZ"] != nil {
+    package.targets += [
+        .executableTarget(name: "fuzz-url-template", dependencies: ["Trellis"], path: "Fuzz/URLTemplate"),
+        .executableTarget(name: "fuzz-query-encoder", dependencies: ["Trellis"], path: "Fuzz/QueryEncoder"),
+        .executableTarget(
+            name: "fuzz-multipart-encoder",
+            dependencies: ["Trellis", .product(name: "MultipartKit", package: "multipart-kit")],
+            path: "Fuzz/Multipart"
+        ),
+    ]
+}

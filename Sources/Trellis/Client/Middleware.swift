@@ -5,8 +5,10 @@ import NIOFoundationCompat
 ///
 /// A middleware receives the request and a `next` function that runs the rest of the chain.
 /// It may change the request, answer it without calling `next`, call `next` more than once
-/// (a retry), or change the response on the way back. Authentication, retries, validation,
-/// logging and the `beforeSending` / `onResponse` interceptors are all middlewares.
+/// (a retry of its own), or change the response on the way back. Credentials and the
+/// `beforeSending` / `onResponse` interceptors are middlewares. The client's
+/// ``RetryPolicy``, preconditions and validations run around the whole chain, so each attempt
+/// passes through every middleware.
 ///
 /// ```swift
 /// struct UserAgent: Middleware {

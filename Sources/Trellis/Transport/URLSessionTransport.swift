@@ -218,6 +218,10 @@ private final class Exchange: @unchecked Sendable {
             return TrellisError.connectionFailed(
                 ConnectionFailure(host: host, reason: "the connection was lost before the response was complete", underlying: urlError)
             )
+        case .unknown where ["SSL", "certificate", "TLS"].contains(where: urlError.localizedDescription.contains):
+            // FoundationNetworking reports libcurl's TLS failures (an untrusted certificate, a
+            // failed handshake) as an unknown error carrying curl's message.
+            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: urlError.localizedDescription, underlying: urlError))
         default:
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: urlError.localizedDescription, underlying: urlError))
         }

@@ -1,0 +1,1 @@
+../../Sources/TrellisMacros/PathTemplate.swift

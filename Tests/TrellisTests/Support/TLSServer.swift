@@ -1,0 +1,92 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTLS
+import Logging
+import NIOSSL
+import X509
+
+/// A certificate authority and a leaf for `localhost` signed by it, made fresh for each use.
+struct TestCertificates: Sendable {
+    let authority: NIOSSLCertificate
+    let leaf: NIOSSLCertificate
+    let leafKey: NIOSSLPrivateKey
+
+    init() throws {
+        let authorityKey = P256.Signing.PrivateKey()
+        let authorityName = try DistinguishedName { CommonName("Trellis Test CA") }
+        let now = Date()
+        let authority = try Certificate(
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(authorityKey.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 86400,
+            issuer: authorityName,
+            subject: authorityName,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true))
+            },
+            issuerPrivateKey: .init(authorityKey)
+        )
+        let leafKey = P256.Signing.PrivateKey()
+        let leaf = try Certificate(
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(leafKey.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 86400,
+            issuer: authorityName,
+            subject: try DistinguishedName { CommonName("localhost") },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                SubjectAlternativeNames([.dnsName("localhost")])
+                try ExtendedKeyUsage([.serverAuth])
+            },
+            issuerPrivateKey: .init(authorityKey)
+        )
+        self.authority = try NIOSSLCertificate(bytes: Array(authority.serializeAsPEM().pemString.utf8), format: .pem)
+        self.leaf = try NIOSSLCertificate(bytes: Array(leaf.serializeAsPEM().pemString.utf8), format: .pem)
+        self.leafKey = try NIOSSLPrivateKey(bytes: Array(leafKey.pemRepresentation.utf8), format: .pem)
+    }
+}
+
+enum TLSTestServer {
+    /// Runs `body` with the `https://localhost:<port>` URL of a Hummingbird TLS server built by
+    /// `configure`, presenting `certificates.leaf`.
+    static func with<Result: Sendable>(
+        _ certificates: TestCertificates,
+        _ configure: (Router<BasicRequestContext>) -> Void,
+        _ body: (URL) async throws -> Result
+    ) async throws -> Result {
+        let router = Router()
+        configure(router)
+        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
+        var logger = Logger(label: "tls-test-server")
+        logger.logLevel = .critical
+        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificates.leaf)], privateKey: .privateKey(certificates.leafKey))
+        let app = Application(
+            router: router,
+            server: try .tls(.http1(), tlsConfiguration: tls),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let server = Task { try await app.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        do {
+            let result = try await body(URL(string: "https://localhost:\(port)")!)
+            server.cancel()
+            _ = await server.result
+            return result
+        } catch {
+            server.cancel()
+            _ = await server.result
+            throw error
+        }
+    }
+}
