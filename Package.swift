@@ -125,6 +125,17 @@ let package = Package(
 // libFuzzer harnesses, declared only for `Fuzz/run`, which sets TRELLIS_FUZZ and builds them
 // with `-sanitize=fuzzer,address`; a normal build and CI never see them.
 if Context.environment["TRELLIS_FUZZ"] != nil {
+    // The harnesses use the runtime alone. Leaving the macro declarations out spares building
+    // the compiler plugin with fuzzer instrumentation, which the system linker cannot link.
+    for target in package.targets where target.name == "Trellis" {
+        target.exclude.append("Service/ServiceMacros.swift")
+        target.dependencies.removeAll { dependency in
+            switch dependency {
+            case .byNameItem(name: "TrellisMacros", _), .targetItem(name: "TrellisMacros", _): true
+            default: false
+            }
+        }
+    }
     package.targets += [
         .executableTarget(name: "fuzz-url-template", dependencies: ["Trellis"], path: "Fuzz/URLTemplate"),
         .executableTarget(name: "fuzz-query-encoder", dependencies: ["Trellis"], path: "Fuzz/QueryEncoder"),

@@ -13,9 +13,13 @@ import NIOPosix
 /// - `/truncated-chunked`: a chunked body whose last chunk never comes; then closes.
 /// - `/short`: announces 100 bytes, sends 10, closes.
 /// - `/silent`: never answers.
+/// - `/events-hold`: starts an event stream, sends one event, and holds the connection open.
 final class FaultServer: Sendable {
     private let channel: any Channel
     private let connections = NIOLockedValueBox((opened: 0, closed: 0))
+    /// Yields each time a connection closes.
+    let closes: AsyncStream<Void>
+    private let closeSink: AsyncStream<Void>.Continuation
 
     var url: URL { URL(string: "http://127.0.0.1:\(channel.localAddress!.port!)")! }
     /// Connections accepted and connections since closed (by either side).
@@ -23,10 +27,13 @@ final class FaultServer: Sendable {
 
     init() async throws {
         let connections = self.connections
+        let (closes, closeSink) = AsyncStream.makeStream(of: Void.self)
+        self.closes = closes
+        self.closeSink = closeSink
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(connections: connections))
+                    try channel.pipeline.syncOperations.addHandler(Handler(connections: connections, closeSink: closeSink))
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -42,11 +49,13 @@ final class FaultServer: Sendable {
         typealias OutboundOut = ByteBuffer
 
         let connections: NIOLockedValueBox<(opened: Int, closed: Int)>
+        let closeSink: AsyncStream<Void>.Continuation
         private var received = ""
         private var answered = false
 
-        init(connections: NIOLockedValueBox<(opened: Int, closed: Int)>) {
+        init(connections: NIOLockedValueBox<(opened: Int, closed: Int)>, closeSink: AsyncStream<Void>.Continuation) {
             self.connections = connections
+            self.closeSink = closeSink
         }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -55,6 +64,7 @@ final class FaultServer: Sendable {
 
         func channelInactive(context: ChannelHandlerContext) {
             connections.withLockedValue { $0.closed += 1 }
+            closeSink.yield()
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -80,6 +90,10 @@ final class FaultServer: Sendable {
             case "/short":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[1, 2, 3,")
                 context.close(promise: nil)
+            case "/events-hold":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                let event = "data: first\n\n"
+                write(context, String(event.utf8.count, radix: 16) + "\r\n" + event + "\r\n")
             default:
                 break  // "/silent": the head never comes.
             }
