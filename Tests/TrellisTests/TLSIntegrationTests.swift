@@ -60,4 +60,36 @@ struct TLSIntegrationTests {
             if let owned = transport as? AsyncHTTPClientTransport { try await owned.shutdown() }
         }
     }
+
+    @Test func plainHTTPCanBeRefusedForEveryHostOrAllButLoopback() async throws {
+        let certificates = try TestCertificates()
+        let transport = trustingTransport(certificates)
+        try await TestServer.with(TestRoutes.install) { plainURL in
+            let plain = try Request(method: .get, url: plainURL.appending(path: "echo/clear"))
+            let refusing = Client(baseURL: plainURL, transport: transport, plainHTTP: .refused)
+            let error = await #expect(throws: TrellisError.self) { try await refusing.perform(plain) }
+            guard case .invalidRequest(let problem) = error else {
+                Issue.record("expected invalidRequest, got \(String(describing: error))")
+                return
+            }
+            #expect(problem.part == .url)
+            #expect(problem.reason.contains("plain http:// to 127.0.0.1 is refused"))
+
+            let local = Client(baseURL: plainURL, transport: transport, plainHTTP: .refusedExceptLoopback)
+            let echo = try await local.value(for: plain, as: Echo.self)
+            #expect(echo.path == "/echo/clear")
+
+            // A redirect hop is checked too, even when downgrades are allowed.
+            try await TLSTestServer.with(certificates, TestRoutes.install) { secureURL in
+                var components = URLComponents(url: secureURL.appending(path: "redirect/302"), resolvingAgainstBaseURL: false)!
+                components.queryItems = [URLQueryItem(name: "to", value: plainURL.appending(path: "echo/x").absoluteString)]
+                let client = Client(
+                    baseURL: secureURL, transport: transport,
+                    redirects: RedirectPolicy(allowsInsecureDowngrade: true), plainHTTP: .refused
+                )
+                await #expect(throws: TrellisError.self) { try await client.perform(Request(method: .get, url: components.url!)) }
+            }
+        }
+        try await transport.shutdown()
+    }
 }

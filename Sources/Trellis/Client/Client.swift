@@ -54,6 +54,8 @@ public final class Client: Sendable {
     public let preconditions: [Precondition]
     /// Checks of every buffered response whose status was accepted.
     public let validations: [ResponseValidation]
+    /// Whether plain `http://` requests may be sent (by default they may).
+    public let plainHTTP: PlainHTTPPolicy
 
     let authorizer: AccessTokenAuthorizer
 
@@ -75,6 +77,7 @@ public final class Client: Sendable {
     ///   - acceptedStatuses: the statuses buffered calls accept (add 304, say).
     ///   - preconditions: checks made before each request; a failing one means nothing is sent.
     ///   - validations: checks of each buffered response; a failing one becomes the call's error.
+    ///   - plainHTTP: refuse unencrypted `http://` requests, to every host or all but loopback.
     public init(
         baseURL: URL,
         transport: (any Transport)? = nil,
@@ -91,8 +94,10 @@ public final class Client: Sendable {
         retryPolicy: RetryPolicy = .none,
         acceptedStatuses: Set<Int> = Set(200...299),
         preconditions: [Precondition] = [],
-        validations: [ResponseValidation] = []
+        validations: [ResponseValidation] = [],
+        plainHTTP: PlainHTTPPolicy = .allowed
     ) {
+        self.plainHTTP = plainHTTP
         self.retryPolicy = retryPolicy
         self.acceptedStatuses = acceptedStatuses
         self.preconditions = preconditions
@@ -183,6 +188,9 @@ public final class Client: Sendable {
 
     private func sendOverTransport(_ request: Request) async throws -> Response<ResponseBody> {
         try Task.checkCancellation()
+        if plainHTTP != .allowed {
+            try plainHTTP.check(request)
+        }
         guard logger.logLevel <= .debug else {
             return try await transport.send(request)
         }
