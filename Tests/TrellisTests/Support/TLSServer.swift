@@ -1,8 +1,6 @@
 import Crypto
 import Foundation
 import Hummingbird
-import HummingbirdTLS
-import Logging
 import NIOSSL
 import X509
 
@@ -62,31 +60,10 @@ enum TLSTestServer {
         _ configure: (Router<BasicRequestContext>) -> Void,
         _ body: (URL) async throws -> Result
     ) async throws -> Result {
-        let router = Router()
-        configure(router)
-        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-        var logger = Logger(label: "tls-test-server")
-        logger.logLevel = .critical
-        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificates.leaf)], privateKey: .privateKey(certificates.leafKey))
-        let app = Application(
-            router: router,
-            server: try .tls(.http1(), tlsConfiguration: tls),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
-            logger: logger
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(certificates.leaf)],
+            privateKey: .privateKey(certificates.leafKey)
         )
-        let server = Task { try await app.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        do {
-            let result = try await body(URL(string: "https://localhost:\(port)")!)
-            server.cancel()
-            _ = await server.result
-            return result
-        } catch {
-            server.cancel()
-            _ = await server.result
-            throw error
-        }
+        return try await TestServer.with(tls: tls, configure, body)
     }
 }

@@ -1,13 +1,20 @@
 import Foundation
 import Hummingbird
+import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// An in-process Hummingbird server on 127.0.0.1 with a port chosen by the system.
 enum TestServer {
     /// Runs `body` with the base URL of a server built by `configure`, then stops the server.
+    ///
+    /// - Parameter tls: serves HTTPS with this configuration, at `https://localhost:<port>`
+    ///   (the name test certificates are made for); plain HTTP at `http://127.0.0.1:<port>`
+    ///   when `nil`.
     static func with<Result: Sendable>(
+        tls: TLSConfiguration? = nil,
         _ configure: (Router<BasicRequestContext>) -> Void,
         _ body: (URL) async throws -> Result
     ) async throws -> Result {
@@ -18,6 +25,7 @@ enum TestServer {
         logger.logLevel = .critical
         let app = Application(
             router: router,
+            server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
             logger: logger
@@ -25,8 +33,9 @@ enum TestServer {
         let server = Task { try await app.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CancellationError() }
+        let url = URL(string: tls == nil ? "http://127.0.0.1:\(port)" : "https://localhost:\(port)")!
         do {
-            let result = try await body(URL(string: "http://127.0.0.1:\(port)")!)
+            let result = try await body(url)
             server.cancel()
             _ = await server.result
             return result
