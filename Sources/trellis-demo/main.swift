@@ -85,6 +85,7 @@ func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestConte
     let router = Router()
     issuer.install(router)
     MediaRoutes.install(router)
+    QuoteRoutes.install(router)
     router.get("posts") { _, _ in try json(await store.all()) }
     router.get("posts/:id") { _, context in
         let id = try context.parameters.require("id", as: Int.self)
@@ -199,6 +200,7 @@ func runDemo() async -> Int32 {
         try await tour(baseURL)
         try await authorizationTour(baseURL, issuer: issuer)
         try await transferTour(baseURL)
+        try await realtimeTour(baseURL)
         print("\nDone.")
         return 0
     } catch {
