@@ -30,18 +30,44 @@ public func fuzzQueryEncoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     do {
         request = try builder.makeRequest(for: client)
     } catch {
-        preconditionFailure("a query made the request invalid: \(error)")
+        fatalError("a query made the request invalid: \(error)")
     }
     guard let components = URLComponents(string: request.urlString) else {
-        preconditionFailure("\(request.urlString) is not a URL")
+        fatalError("\(request.urlString) is not a URL")
     }
-    precondition(components.host == "example.com" && components.percentEncodedPath == "/base/items", "\(request.urlString) moved")
+    check(components.host == "example.com" && components.percentEncodedPath == "/base/items", "\(request.urlString) moved")
     let items = (components.percentEncodedQueryItems ?? []).map { item in
         (item.name.removingPercentEncoding ?? "<undecodable>", item.value?.removingPercentEncoding ?? "<undecodable>")
     }
-    precondition(items.count == pairs.count, "\(pairs.count) items sent, \(items.count) read back from \(request.urlString)")
+    check(items.count == pairs.count, "\(pairs.count) items sent, \(items.count) read back from \(request.urlString)")
     for (sent, read) in zip(pairs, items) {
-        precondition(sent == read, "\(sent) read back as \(read) from \(request.urlString)")
+        check(sent == read, "\(sent) read back as \(read) from \(request.urlString)")
     }
     return 0
+}
+
+// SwiftPM links an executable's entry point as `<module>_main`; this one hands control to
+// libFuzzer's driver, which parses the command line and calls the harness.
+@_silgen_name("LLVMFuzzerRunDriver")
+private func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+) -> Int32
+
+@_cdecl("fuzz_query_encoder_main")
+public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
+    var count = argc
+    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
+    return runFuzzerDriver(&count, &arguments) { data, size in
+        var empty: UInt8 = 0
+        guard let data else { return fuzzQueryEncoder(&empty, 0) }
+        return fuzzQueryEncoder(data, size)
+    }
+}
+
+/// A property of the harness; `fatalError` rather than `precondition` so that the message
+/// survives a release build and shows with the finding.
+private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+    if !condition { fatalError(message()) }
 }

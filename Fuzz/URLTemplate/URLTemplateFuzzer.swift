@@ -21,7 +21,7 @@ public func fuzzURLTemplate(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     }
     if text.contains("?") { rebuilt += "?" + template.query }
     let expected = text.hasPrefix("/") ? text : "/" + text
-    precondition(rebuilt == expected, "template \(text.debugDescription) rebuilt as \(rebuilt.debugDescription)")
+    check(rebuilt == expected, "template \(text.debugDescription) rebuilt as \(rebuilt.debugDescription)")
 
     var values = fields.dropFirst().makeIterator()
     var path = ""
@@ -34,23 +34,49 @@ public func fuzzURLTemplate(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             let value = values.next() ?? defaultValue ?? "x"
             do {
                 let segment = try RequestBuilder.pathSegment(value, name: name)
-                precondition(!segment.contains("/") && !segment.contains("?") && !segment.contains("#"), "segment \(segment) of \(value.debugDescription)")
-                precondition(segment != "." && segment != "..", "dot segment from \(value.debugDescription)")
-                precondition(segment.removingPercentEncoding == value, "segment \(segment) decodes to something else than \(value.debugDescription)")
+                check(!segment.contains("/") && !segment.contains("?") && !segment.contains("#"), "segment \(segment) of \(value.debugDescription)")
+                check(segment != "." && segment != "..", "dot segment from \(value.debugDescription)")
+                check(segment.removingPercentEncoding == value, "segment \(segment) decodes to something else than \(value.debugDescription)")
                 expansions.append((segment, value))
                 path += segment
             } catch TrellisError.invalidRequest(let problem) {
-                precondition(value.isEmpty && problem.part == .pathParameter(name), "\(value.debugDescription) refused: \(problem)")
+                check(value.isEmpty && problem.part == .pathParameter(name), "\(value.debugDescription) refused: \(problem)")
                 return 0
             } catch {
-                preconditionFailure("unexpected error \(error)")
+                fatalError("unexpected error \(error)")
             }
         }
     }
     let query = text.contains("?") ? "?" + template.query : ""
     guard let url = URL(string: "http://example.com" + path + query) else {
-        preconditionFailure("expanded path \(path + query) is not a URL")
+        fatalError("expanded path \(path + query) is not a URL")
     }
-    precondition(url.host == "example.com", "the expansion changed the host: \(url)")
+    check(url.host == "example.com", "the expansion changed the host: \(url)")
     return 0
+}
+
+// SwiftPM links an executable's entry point as `<module>_main`; this one hands control to
+// libFuzzer's driver, which parses the command line and calls the harness.
+@_silgen_name("LLVMFuzzerRunDriver")
+private func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+) -> Int32
+
+@_cdecl("fuzz_url_template_main")
+public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
+    var count = argc
+    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
+    return runFuzzerDriver(&count, &arguments) { data, size in
+        var empty: UInt8 = 0
+        guard let data else { return fuzzURLTemplate(&empty, 0) }
+        return fuzzURLTemplate(data, size)
+    }
+}
+
+/// A property of the harness; `fatalError` rather than `precondition` so that the message
+/// survives a release build and shows with the finding.
+private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+    if !condition { fatalError(message()) }
 }

@@ -183,9 +183,11 @@ public struct MultipartForm: Sendable {
         return escaped
     }
 
-    /// A media type with line breaks removed, so a caller's value cannot add header lines.
+    /// A media type as a header value: control characters (line breaks among them, so a
+    /// caller's value cannot add header lines) removed, and no space or tab around it.
     static func headerSafe(_ text: String) -> String {
-        String(text.unicodeScalars.filter { $0 != "\r" && $0 != "\n" })
+        let kept = String(text.unicodeScalars.filter { $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) })
+        return kept.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
     }
 
     private static func randomBoundary() -> String {
