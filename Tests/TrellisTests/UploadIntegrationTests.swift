@@ -212,6 +212,12 @@ struct UploadIntegrationTests {
         #expect(encoded.prefix(expected.utf8.count) == Data(expected.utf8))
         #expect(encoded.suffix(14) == Data([0, 1, 2]) + Data("\r\n--XyZ--\r\n".utf8))
         #expect(throws: TrellisError.self) { try MultipartForm(boundary: "has space") }
+
+        // A media type cannot add header lines, and loses the blanks around it.
+        var injected = try MultipartForm(boundary: "b")
+        injected.addData("f", Data(), fileName: "x", mimeType: " text/plain\r\nX-Injected: 1 ")
+        let head = String(decoding: try await injected.encoded(), as: UTF8.self)
+        #expect(head.contains("\r\nContent-Type: text/plainX-Injected: 1\r\n\r\n"))
         #expect(MultipartForm().boundary != MultipartForm().boundary)
     }
 }
