@@ -193,7 +193,7 @@ public struct MultipartForm: Sendable {
     private static func randomBoundary() -> String {
         let characters = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
         var generator = SystemRandomNumberGenerator()
-        return "trellis-" + String((0..<32).map { _ in characters.randomElement(using: &generator)! })
+        return "trellis-" + String((0..<32).map { _ in characters[Int.random(in: 0..<characters.count, using: &generator)] })
     }
 }
 
