@@ -10,7 +10,9 @@ import NIOCore
 /// breaks, the stream waits for the server's `retry` delay (or ``defaultReconnectionDelay``)
 /// and reconnects with `Last-Event-ID`, so the server can resume where it left off; a 204 from
 /// the server ends the stream for good, as the specification says. Cancelling the consuming
-/// task closes the connection and ends the sequence.
+/// task closes the connection and ends the sequence. The wait uses the client's
+/// ``RetryPolicy/sleep``, so a test can inject its clock; a reconnection that fails to connect
+/// throws.
 ///
 /// ```swift
 /// for try await quote in client.events(for: request, as: Quote.self) {
