@@ -31,7 +31,7 @@ public func fuzzMultipartEncoder(_ start: UnsafeRawPointer, _ count: Int) -> CIn
             let sentType = mimeType.map { type in
                 String(type.unicodeScalars.filter { $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) })
                     .trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
-            } ?? MIMEType.forPathExtension((fileName as NSString).pathExtension)
+            } ?? MIMEType.forFileName(fileName)
             expected.append((name, fileName, sentType, content))
         }
         index += 4

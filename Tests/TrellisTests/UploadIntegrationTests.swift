@@ -213,6 +213,14 @@ struct UploadIntegrationTests {
         #expect(encoded.suffix(14) == Data([0, 1, 2]) + Data("\r\n--XyZ--\r\n".utf8))
         #expect(throws: TrellisError.self) { try MultipartForm(boundary: "has space") }
 
+        // Media types from names, including one that makes Foundation's pathExtension trap on
+        // Linux (found by the fuzzer).
+        #expect(MIMEType.forFileName("Holiday.JPG") == "image/jpeg")
+        #expect(MIMEType.forFileName("/tmp/archive.tar.gz") == "application/gzip")
+        #expect(MIMEType.forFileName(".profile") == "application/octet-stream")
+        #expect(MIMEType.forFileName("notes.") == "application/octet-stream")
+        #expect(MIMEType.forFileName(String(repeating: "/", count: 61) + "z" + String(repeating: "/", count: 50)) == "application/octet-stream")
+
         // A media type cannot add header lines, and loses the blanks around it.
         var injected = try MultipartForm(boundary: "b")
         injected.addData("f", Data(), fileName: "x", mimeType: " text/plain\r\nX-Injected: 1 ")

@@ -166,7 +166,7 @@ extension RequestBody {
     /// whatever its size; it is read afresh if the request is sent again.
     ///
     /// - Parameter contentType: defaults to the type of the file's extension
-    ///   (``MIMEType/forPathExtension(_:)``).
+    ///   (``MIMEType/forFileName(_:)``).
     /// - Throws: ``TrellisError/fileFailed(_:)`` when there is no readable regular file at `url`.
     public init(fileAt url: URL, contentType: String? = nil) throws {
         let path = url.path
@@ -174,7 +174,7 @@ extension RequestBody {
         self.init(
             storage: .replayableStream { FileIO.chunks(of: path, in: 0..<size) },
             length: size,
-            contentType: contentType ?? MIMEType.forPathExtension(url.pathExtension)
+            contentType: contentType ?? MIMEType.forFileName(path)
         )
     }
 }

@@ -11,6 +11,18 @@ public enum MIMEType {
         table[pathExtension.lowercased()] ?? octetStream
     }
 
+    /// The media type for a file name or path (`"holiday.JPG"`, `"/tmp/a.tar.gz"`) by the
+    /// extension of its last component; `application/octet-stream` when it has none.
+    ///
+    /// Worked out here rather than with Foundation's `pathExtension`, which on Linux traps on
+    /// some names (a run of slashes around a letter, found by the multipart fuzzer).
+    public static func forFileName(_ name: String) -> String {
+        guard let last = name.split(separator: "/").last,
+            let dot = last.lastIndex(of: "."), dot != last.startIndex
+        else { return octetStream }
+        return forPathExtension(String(last[last.index(after: dot)...]))
+    }
+
     private static let table: [String: String] = [
         "txt": "text/plain; charset=utf-8", "text": "text/plain; charset=utf-8", "md": "text/markdown; charset=utf-8",
         "html": "text/html; charset=utf-8", "htm": "text/html; charset=utf-8", "css": "text/css; charset=utf-8",

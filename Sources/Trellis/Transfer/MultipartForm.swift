@@ -92,7 +92,7 @@ public struct MultipartForm: Sendable {
     ///   - fileName: the name the server sees; a part without one is a plain field.
     ///   - mimeType: defaults to the type of `fileName`'s extension.
     public mutating func addData(_ name: String, _ data: Data, fileName: String? = nil, mimeType: String? = nil) {
-        let type = mimeType ?? fileName.map { MIMEType.forPathExtension(($0 as NSString).pathExtension) } ?? MIMEType.octetStream
+        let type = mimeType ?? fileName.map(MIMEType.forFileName) ?? MIMEType.octetStream
         parts.append(Part(name: name, fileName: fileName, contentType: type, content: .bytes(ByteBuffer(data: data))))
     }
 
@@ -106,7 +106,7 @@ public struct MultipartForm: Sendable {
         let path = url.path
         let length = try FileIO.sizeOfFile(path)
         let sentName = fileName ?? url.lastPathComponent
-        let type = mimeType ?? MIMEType.forPathExtension(url.pathExtension)
+        let type = mimeType ?? MIMEType.forFileName(path)
         parts.append(Part(name: name, fileName: sentName, contentType: type, content: .file(path: path, length: length)))
     }
 
