@@ -114,8 +114,11 @@ struct Download {
         var total: Int64?
         switch response.status.code {
         case 206 where offset > 0:
-            guard let range = ContentRange(response.headerFields[.contentRange]), range.start == offset else {
-                // A range we did not ask for: start again without one rather than splice.
+            guard let range = ContentRange(response.headerFields[.contentRange]), range.start == offset,
+                Download.validator(of: response.head).map({ $0 == validator }) ?? true
+            else {
+                // A range we did not ask for, or of other content (a server that ignores
+                // If-Range): start again without one rather than splice.
                 await response.body.discard()
                 offset = 0
                 response = try await send(from: 0, validator: nil)
