@@ -8,7 +8,7 @@ import MultipartKit
 import Trellis
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzMultipartEncoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+public func fuzzMultipartEncoder(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let fields = UnsafeRawBufferPointer(start: start, count: count)
         .split(separator: 0, omittingEmptySubsequences: false)
         .map { Data($0) }
@@ -103,28 +103,7 @@ private final class Box: @unchecked Sendable {
     var data: Data?
 }
 
-// SwiftPM links an executable's entry point as `<module>_main`; this one hands control to
-// libFuzzer's driver, which parses the command line and calls the harness.
-@_silgen_name("LLVMFuzzerRunDriver")
-private func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
-) -> Int32
-
 @_cdecl("fuzz_multipart_encoder_main")
 public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    var count = argc
-    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in
-        var empty: UInt8 = 0
-        guard let data else { return fuzzMultipartEncoder(&empty, 0) }
-        return fuzzMultipartEncoder(data, size)
-    }
-}
-
-/// A property of the harness; `fatalError` rather than `precondition` so that the message
-/// survives a release build and shows with the finding.
-private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
-    if !condition { fatalError(message()) }
+    runFuzzer(argc, argv) { data, size in fuzzMultipartEncoder(data.map(UnsafeRawPointer.init), size) }
 }

@@ -8,7 +8,7 @@ import Trellis
 private let client = Client(baseURL: URL(string: "http://example.com/base")!)
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzQueryEncoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+public func fuzzQueryEncoder(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let fields = UnsafeRawBufferPointer(start: start, count: count)
         .split(separator: 0, omittingEmptySubsequences: false)
         .map { String(decoding: $0, as: UTF8.self) }
@@ -46,28 +46,7 @@ public func fuzzQueryEncoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable's entry point as `<module>_main`; this one hands control to
-// libFuzzer's driver, which parses the command line and calls the harness.
-@_silgen_name("LLVMFuzzerRunDriver")
-private func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
-) -> Int32
-
 @_cdecl("fuzz_query_encoder_main")
 public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    var count = argc
-    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in
-        var empty: UInt8 = 0
-        guard let data else { return fuzzQueryEncoder(&empty, 0) }
-        return fuzzQueryEncoder(data, size)
-    }
-}
-
-/// A property of the harness; `fatalError` rather than `precondition` so that the message
-/// survives a release build and shows with the finding.
-private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
-    if !condition { fatalError(message()) }
+    runFuzzer(argc, argv) { data, size in fuzzQueryEncoder(data.map(UnsafeRawPointer.init), size) }
 }

@@ -126,38 +126,28 @@ extension Sequence where Element: Sendable {
     /// The first failure cancels the tasks still running or waiting and is thrown.
     public func awaitAll<Value: Sendable>(maxConcurrency: Int = 4) async throws -> [Value]
     where Element == TransferTask<Value> {
-        let tasks = Array(self)
-        var values = [Value?](repeating: nil, count: tasks.count)
-        try await withThrowingTaskGroup(of: (Int, Value).self) { group in
-            var next = 0
-            func startNext() {
-                guard next < tasks.count else { return }
-                let index = next
-                let task = tasks[index]
-                next += 1
-                group.addTask { (index, try await task.value) }
-            }
-            for _ in 0..<Swift.max(1, maxConcurrency) { startNext() }
-            do {
-                while let (index, value) = try await group.next() {
-                    values[index] = value
-                    startNext()
-                }
-            } catch {
-                group.cancelAll()
-                for task in tasks { task.cancel() }
-                throw error
-            }
-        }
-        return values.compactMap { $0 }
+        let outcome = await runBounded(Array(self), maxConcurrency: maxConcurrency, stoppingAtFailure: true)
+        if let failure = outcome.firstFailure { throw failure }
+        return outcome.results.compactMap { try? $0?.get() }
     }
 
     /// Runs every task, at most `maxConcurrency` at a time, and returns each outcome in order;
     /// one failure does not stop the others.
     public func awaitAllResults<Value: Sendable>(maxConcurrency: Int = 4) async -> [Result<Value, any Error>]
     where Element == TransferTask<Value> {
-        let tasks = Array(self)
+        let outcome = await runBounded(Array(self), maxConcurrency: maxConcurrency, stoppingAtFailure: false)
+        return outcome.results.map { $0 ?? .failure(CancellationError()) }
+    }
+
+    /// Starts the tasks in order, a new one as each finishes, with at most `maxConcurrency`
+    /// running. With `stoppingAtFailure`, the first failure cancels the rest and is returned.
+    private func runBounded<Value: Sendable>(
+        _ tasks: [TransferTask<Value>],
+        maxConcurrency: Int,
+        stoppingAtFailure: Bool
+    ) async -> (results: [Result<Value, any Error>?], firstFailure: (any Error)?) {
         var results = [Result<Value, any Error>?](repeating: nil, count: tasks.count)
+        var firstFailure: (any Error)?
         await withTaskGroup(of: (Int, Result<Value, any Error>).self) { group in
             var next = 0
             func startNext() {
@@ -170,10 +160,16 @@ extension Sequence where Element: Sendable {
             for _ in 0..<Swift.max(1, maxConcurrency) { startNext() }
             while let (index, result) = await group.next() {
                 results[index] = result
+                if stoppingAtFailure, case .failure(let error) = result {
+                    firstFailure = error
+                    group.cancelAll()
+                    for task in tasks { task.cancel() }
+                    break
+                }
                 startNext()
             }
         }
-        return results.map { $0 ?? .failure(CancellationError()) }
+        return (results, firstFailure)
     }
 
     /// Runs every task at once and returns the value of the first to succeed, cancelling the
