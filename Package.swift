@@ -27,8 +27,10 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/malloc-interposer.git", from: "1.6.1"),
         // Test server and demo server only; the library does not link it.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
-        // Tests only: SHA-256 of transferred bytes, and a standard multipart parser on the server.
+        // SHA-256 of public keys for pinning (CryptoKit on Apple platforms); in tests, of
+        // transferred bytes.
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        // Tests only: a standard multipart parser on the server.
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
         // Tests only: certificates generated at test time for the in-process TLS server.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
@@ -59,6 +61,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),

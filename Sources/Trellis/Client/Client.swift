@@ -56,6 +56,12 @@ public final class Client: Sendable {
     public let validations: [ResponseValidation]
     /// Whether plain `http://` requests may be sent (by default they may).
     public let plainHTTP: PlainHTTPPolicy
+    /// The certificates and keys pinned per host, checked by the transport in each TLS
+    /// handshake.
+    public let pinning: CertificatePinning?
+    /// Set when a transport was passed with pins other than ``pinning``: every request then
+    /// fails with it rather than go out unchecked.
+    private let pinningConflict: TrellisError?
 
     let authorizer: AccessTokenAuthorizer
 
@@ -78,6 +84,11 @@ public final class Client: Sendable {
     ///   - preconditions: checks made before each request; a failing one means nothing is sent.
     ///   - validations: checks of each buffered response; a failing one becomes the call's error.
     ///   - plainHTTP: refuse unencrypted `http://` requests, to every host or all but loopback.
+    ///   - pinning: certificates and public keys pinned per host. Without a `transport`, the
+    ///     client makes a platform default transport of its own that checks them; a transport
+    ///     you pass must be made with the same pins
+    ///     (`AsyncHTTPClientTransport(pinning:)`, `URLSessionTransport(pinning:)`), or every
+    ///     request fails with ``TrellisError/invalidRequest(_:)``.
     public init(
         baseURL: URL,
         transport: (any Transport)? = nil,
@@ -95,9 +106,12 @@ public final class Client: Sendable {
         acceptedStatuses: Set<Int> = Set(200...299),
         preconditions: [Precondition] = [],
         validations: [ResponseValidation] = [],
-        plainHTTP: PlainHTTPPolicy = .allowed
+        plainHTTP: PlainHTTPPolicy = .allowed,
+        pinning: CertificatePinning? = nil
     ) {
         self.plainHTTP = plainHTTP
+        self.pinning = pinning
+        self.pinningConflict = Self.pinningConflict(pinning, transport: transport)
         self.retryPolicy = retryPolicy
         self.acceptedStatuses = acceptedStatuses
         self.preconditions = preconditions
@@ -106,7 +120,7 @@ public final class Client: Sendable {
         self.base = BaseURL.parse(baseURL)
         self.authorizer = AccessTokenAuthorizer(settings: accessTokens, base: try? base.get())
         self.redirects = redirects
-        self.transport = transport ?? Transports.platformDefault
+        self.transport = transport ?? pinning.map(Transports.platformDefault(pinning:)) ?? Transports.platformDefault
         var chain = middlewares
         if beforeSending != nil || onResponse != nil {
             chain.append(
@@ -186,8 +200,24 @@ public final class Client: Sendable {
         }
     }
 
+    private static func pinningConflict(_ pinning: CertificatePinning?, transport: (any Transport)?) -> TrellisError? {
+        guard let pinning, let transport else { return nil }
+        let transportPins: CertificatePinning?
+        switch transport {
+        case let transport as AsyncHTTPClientTransport: transportPins = transport.pinning
+        case let transport as URLSessionTransport: transportPins = transport.pinning
+        default: return nil  // a transport of your own checks (or mocks) what it will
+        }
+        guard transportPins != pinning else { return nil }
+        return TrellisError.invalidRequest(InvalidRequest(
+            .url,
+            "the client's pins are not the transport's: make the transport with the same pinning, or pass no transport"
+        ))
+    }
+
     private func sendOverTransport(_ request: Request) async throws -> Response<ResponseBody> {
         try Task.checkCancellation()
+        if let pinningConflict { throw pinningConflict }
         if plainHTTP != .allowed {
             try plainHTTP.check(request)
         }

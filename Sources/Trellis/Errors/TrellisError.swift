@@ -24,6 +24,9 @@ public enum TrellisError: Error, Sendable {
     case connectionFailed(ConnectionFailure)
     /// The TLS handshake failed (untrusted certificate, wrong host name, protocol mismatch).
     case tlsFailed(ConnectionFailure)
+    /// The server did not present what its host is pinned to (``CertificatePinning``); nothing
+    /// was sent. The failure names the host and what did not match.
+    case pinningFailed(ConnectionFailure)
     /// The request was rejected before anything was sent.
     case invalidRequest(InvalidRequest)
     /// A buffered response body was larger than the client allows.
@@ -51,6 +54,7 @@ extension TrellisError: CustomStringConvertible, LocalizedError {
         case .timedOut(let failure): failure.description
         case .connectionFailed(let failure): "connection failed: \(failure)"
         case .tlsFailed(let failure): "TLS handshake failed: \(failure)"
+        case .pinningFailed(let failure): "certificate pinning failed: \(failure)"
         case .invalidRequest(let failure): "invalid request: \(failure)"
         case .responseTooLarge(let failure): failure.description
         case .authenticationRequired(let failure): "authentication required: \(failure)"

@@ -32,43 +32,120 @@ public final class AsyncHTTPClientTransport: Transport {
         return configuration
     }
 
-    /// The underlying client.
+    /// The underlying client, for every host that is not pinned.
     public let httpClient: HTTPClient
     private let ownsClient: Bool
+    /// The pins this transport checks, if any.
+    public let pinning: CertificatePinning?
+    /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
+    /// pool only ever holds connections checked against one set of pins.
+    private let pinnedClients: [HTTPClient]
 
-    /// A transport with its own `HTTPClient` made from `configuration`.
-    public init(configuration: HTTPClient.Configuration = AsyncHTTPClientTransport.defaultConfiguration) {
+    /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
+    ///
+    /// Each pinned host pattern gets a client of its own (sharing the event loops), whose
+    /// trust roots are the pinned CA certificates and which checks the server certificate
+    /// of every new connection right after the handshake, before the connection carries a
+    /// request. A mismatch closes the connection and fails the request with
+    /// ``TrellisError/pinningFailed(_:)``.
+    public init(
+        configuration: HTTPClient.Configuration = AsyncHTTPClientTransport.defaultConfiguration,
+        pinning: CertificatePinning? = nil
+    ) {
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.ownsClient = true
+        self.pinning = pinning
+        self.pinnedClients = (pinning?.hosts ?? []).map { pins in
+            HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, checking: pins))
+        }
     }
 
     /// A transport with Trellis's defaults and its own connect timeout: how long opening a
     /// connection (TCP and TLS) may take, apart from the request's overall timeout. A host
     /// that does not answer then fails fast with ``TrellisError/connectionFailed(_:)`` (which
     /// a ``RetryPolicy`` retries) instead of using up the whole request timeout.
-    public convenience init(connectTimeout: Duration) {
+    public convenience init(connectTimeout: Duration, pinning: CertificatePinning? = nil) {
         var configuration = Self.defaultConfiguration
         configuration.timeout.connect = TimeAmount(connectTimeout)
-        self.init(configuration: configuration)
+        self.init(configuration: configuration, pinning: pinning)
     }
 
     /// A transport over an `HTTPClient` you manage (and shut down) yourself.
     public init(httpClient: HTTPClient) {
         self.httpClient = httpClient
         self.ownsClient = false
+        self.pinning = nil
+        self.pinnedClients = []
     }
 
     deinit {
         if ownsClient {
             httpClient.shutdown { _ in }
         }
+        for client in pinnedClients {
+            client.shutdown { _ in }
+        }
     }
 
-    /// Shuts down the owned `HTTPClient`, closing its connections.
+    /// Shuts down the owned `HTTPClient`s, closing their connections.
     public func shutdown() async throws {
         if ownsClient {
             try await httpClient.shutdown()
         }
+        for client in pinnedClients {
+            try await client.shutdown()
+        }
+    }
+
+    /// `base` with `pins` enforced: pinned CA certificates as the only trust roots, or no
+    /// chain verification when the server must present a pinned certificate exactly (the
+    /// check after the handshake does that), and the post-handshake check on every new
+    /// HTTP/1 and HTTP/2 connection.
+    private static func configuration(
+        _ base: HTTPClient.Configuration,
+        checking pins: PinnedHost
+    ) -> HTTPClient.Configuration {
+        var configuration = base
+        var tls = base.tlsConfiguration ?? .makeClientConfiguration()
+        let anchors = pins.anchors
+        if !anchors.isEmpty {
+            tls.trustRoots = .certificates(anchors)
+            tls.additionalTrustRoots = []
+            tls.certificateVerification = .fullVerification
+        } else if !pins.serverCertificates.isEmpty {
+            tls.certificateVerification = .none
+        }
+        configuration.tlsConfiguration = tls
+        let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            channel.nioSSL_peerCertificate().flatMapThrowing { leaf in
+                guard let leaf else { throw PinMismatch(reason: "the server presented no certificate") }
+                if let reason = pins.mismatch(of: leaf) { throw PinMismatch(reason: reason) }
+            }.flatMapError { error in
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+        }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(check, base.http1_1ConnectionDebugInitializer)
+        configuration.http2ConnectionDebugInitializer = Self.chain(check, base.http2ConnectionDebugInitializer)
+        return configuration
+    }
+
+    private static func chain(
+        _ first: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>,
+        _ second: (@Sendable (any Channel) -> EventLoopFuture<Void>)?
+    ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        guard let second else { return first }
+        return { channel in first(channel).flatMap { second(channel) } }
+    }
+
+    /// The client for `request`'s host and the pins it checks.
+    private func client(for request: Request) -> (HTTPClient, PinnedHost?) {
+        guard let pinning, request.head.scheme?.lowercased() == "https",
+            let index = pinning.index(for: PlainHTTPPolicy.host(of: request.head.authority ?? ""))
+        else {
+            return (httpClient, nil)
+        }
+        return (pinnedClients[index], pinning.hosts[index])
     }
 
     private static func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponse {
@@ -102,11 +179,12 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         let timeout = request.timeout ?? .seconds(60)
         let host = request.head.authority ?? ""
+        let (client, pins) = client(for: request)
         let response: HTTPClientResponse
         do {
-            response = try await httpClient.execute(outgoing, deadline: .now() + TimeAmount(deadline - .now))
+            response = try await client.execute(outgoing, deadline: .now() + TimeAmount(deadline - .now))
         } catch {
-            throw Self.translate(error, host: host, timeout: timeout, request: request)
+            throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
         let head = Self.responseHead(status: response.status, headers: response.headers)
         let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
@@ -126,8 +204,17 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// AsyncHTTPClient's and SwiftNIO's errors as ``TrellisError``, cancellation as
     /// `CancellationError`.
-    static func translate(_ error: any Error, host: String, timeout: Duration, request: Request) -> any Error {
+    static func translate(
+        _ error: any Error,
+        host: String,
+        timeout: Duration,
+        request: Request,
+        pins: PinnedHost? = nil
+    ) -> any Error {
         if error is CancellationError || error is TrellisError { return error }
+        if let mismatch = error as? PinMismatch {
+            return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: mismatch.reason, underlying: error))
+        }
         if let clientError = error as? HTTPClientError {
             switch clientError {
             case .cancelled, .requestStreamCancelled:
@@ -153,6 +240,15 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            if let pins, !pins.anchors.isEmpty {
+                // The pinned CA certificates are the only trust roots: a chain the TLS stack
+                // rejects does not lead to one of them.
+                return TrellisError.pinningFailed(ConnectionFailure(
+                    host: host,
+                    reason: "the server's certificate chain does not lead to a pinned CA certificate (\(error))",
+                    underlying: error
+                ))
+            }
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
         }
         if let connectionError = error as? NIOConnectionError {

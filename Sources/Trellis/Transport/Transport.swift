@@ -20,4 +20,14 @@ public enum Transports {
         AsyncHTTPClientTransport.shared
         #endif
     }
+
+    /// A new platform default transport that checks `pinning`; it owns its connections, which
+    /// are never shared with unpinned clients.
+    public static func platformDefault(pinning: CertificatePinning) -> any Transport {
+        #if canImport(Darwin)
+        URLSessionTransport(pinning: pinning)
+        #else
+        AsyncHTTPClientTransport(pinning: pinning)
+        #endif
+    }
 }

@@ -23,11 +23,20 @@ public final class URLSessionTransport: Transport {
 
     private let session: URLSession
     private let delegate: SessionDelegate
+    /// The pins this transport checks, if any.
+    public let pinning: CertificatePinning?
 
-    /// A transport with its own session made from `configuration`.
-    public init(configuration: URLSessionConfiguration = .default) {
-        let delegate = SessionDelegate()
+    /// A transport with its own session made from `configuration`, checking `pinning`.
+    ///
+    /// On Apple platforms the pins are evaluated in the session's server-trust challenge,
+    /// before the request is sent. FoundationNetworking on Linux offers no server-trust
+    /// challenge, so there a request to a pinned host fails with
+    /// ``TrellisError/pinningFailed(_:)`` rather than go out unchecked: use
+    /// ``AsyncHTTPClientTransport`` for pinning on Linux.
+    public init(configuration: URLSessionConfiguration = .default, pinning: CertificatePinning? = nil) {
+        let delegate = SessionDelegate(pinning: pinning)
         self.delegate = delegate
+        self.pinning = pinning
         self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
@@ -44,6 +53,14 @@ public final class URLSessionTransport: Transport {
         for field in request.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
+        #if !canImport(Darwin)
+        if let pinning, url.scheme?.lowercased() == "https", let host = url.host, pinning.pins(for: host) != nil {
+            throw TrellisError.pinningFailed(ConnectionFailure(
+                host: request.head.authority ?? host,
+                reason: "URLSession on Linux cannot check pins (FoundationNetworking has no server-trust challenge); use AsyncHTTPClientTransport"
+            ))
+        }
+        #endif
         let timeout = request.timeout ?? .seconds(60)
         urlRequest.timeoutInterval = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
         let task: URLSessionDataTask
@@ -94,6 +111,9 @@ private final class Exchange: @unchecked Sendable {
     private struct State {
         var headContinuation: CheckedContinuation<Response<ResponseBody>, any Error>?
         var cancelled = false
+        /// Why the server-trust challenge refused the server, which then ends the task as
+        /// cancelled.
+        var pinMismatch: String?
     }
 
     let task: URLSessionDataTask
@@ -178,6 +198,10 @@ private final class Exchange: @unchecked Sendable {
         chunkSink.yield(ByteBuffer(data: data))
     }
 
+    func refusedByPins(_ reason: String) {
+        state.withLockedValue { $0.pinMismatch = reason }
+    }
+
     func completed(with error: (any Error)?) {
         spool.map(FileIO.remove)
         let continuation = state.withLockedValue { state in
@@ -198,6 +222,9 @@ private final class Exchange: @unchecked Sendable {
 
     private func translate(_ error: any Error) -> any Error {
         let host = request.head.authority ?? ""
+        if let reason = state.withLockedValue({ $0.pinMismatch }) {
+            return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: reason, underlying: error))
+        }
         guard let urlError = error as? URLError else {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(error)"))
         }
@@ -231,6 +258,11 @@ private final class Exchange: @unchecked Sendable {
 /// Routes the session's callbacks to the exchange of each task.
 private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let exchanges = NIOLockedValueBox([Int: Exchange]())
+    private let pinning: CertificatePinning?
+
+    init(pinning: CertificatePinning?) {
+        self.pinning = pinning
+    }
 
     func register(_ exchange: Exchange) {
         exchanges.withLockedValue { $0[exchange.task.taskIdentifier] = exchange }
@@ -284,6 +316,18 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(Darwin)
+        let space = challenge.protectionSpace
+        if space.authenticationMethod == NSURLAuthenticationMethodServerTrust, let trust = space.serverTrust,
+            let pins = pinning?.pins(for: space.host)
+        {
+            if let reason = ServerTrustPinning.mismatch(of: trust, pins: pins) {
+                exchange(for: task)?.refusedByPins(reason)
+                completionHandler(.cancelAuthenticationChallenge, nil)
+            } else {
+                completionHandler(.useCredential, URLCredential(trust: trust))
+            }
+            return
+        }
         completionHandler(.performDefaultHandling, nil)
         #else
         if let response = challenge.failureResponse, let exchange = exchange(for: task) {

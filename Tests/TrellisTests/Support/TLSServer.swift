@@ -9,6 +9,9 @@ struct TestCertificates: Sendable {
     let authority: NIOSSLCertificate
     let leaf: NIOSSLCertificate
     let leafKey: NIOSSLPrivateKey
+    private let authorityKey: P256.Signing.PrivateKey
+    private let authorityName: DistinguishedName
+    private let leafSigningKey: P256.Signing.PrivateKey
 
     init() throws {
         let authorityKey = P256.Signing.PrivateKey()
@@ -29,11 +32,25 @@ struct TestCertificates: Sendable {
             },
             issuerPrivateKey: .init(authorityKey)
         )
-        let leafKey = P256.Signing.PrivateKey()
+        try self.init(
+            authority: try Self.nio(authority),
+            authorityKey: authorityKey,
+            authorityName: authorityName,
+            leafSigningKey: P256.Signing.PrivateKey()
+        )
+    }
+
+    private init(
+        authority: NIOSSLCertificate,
+        authorityKey: P256.Signing.PrivateKey,
+        authorityName: DistinguishedName,
+        leafSigningKey: P256.Signing.PrivateKey
+    ) throws {
+        let now = Date()
         let leaf = try Certificate(
             version: .v3,
             serialNumber: .init(),
-            publicKey: .init(leafKey.publicKey),
+            publicKey: .init(leafSigningKey.publicKey),
             notValidBefore: now - 3600,
             notValidAfter: now + 86400,
             issuer: authorityName,
@@ -46,9 +63,27 @@ struct TestCertificates: Sendable {
             },
             issuerPrivateKey: .init(authorityKey)
         )
-        self.authority = try NIOSSLCertificate(bytes: Array(authority.serializeAsPEM().pemString.utf8), format: .pem)
-        self.leaf = try NIOSSLCertificate(bytes: Array(leaf.serializeAsPEM().pemString.utf8), format: .pem)
-        self.leafKey = try NIOSSLPrivateKey(bytes: Array(leafKey.pemRepresentation.utf8), format: .pem)
+        self.authority = authority
+        self.authorityKey = authorityKey
+        self.authorityName = authorityName
+        self.leafSigningKey = leafSigningKey
+        self.leaf = try Self.nio(leaf)
+        self.leafKey = try NIOSSLPrivateKey(bytes: Array(leafSigningKey.pemRepresentation.utf8), format: .pem)
+    }
+
+    /// A new leaf certificate (new serial number) from the same authority for the same key,
+    /// as a renewal makes it.
+    func reissued() throws -> TestCertificates {
+        try TestCertificates(
+            authority: authority,
+            authorityKey: authorityKey,
+            authorityName: authorityName,
+            leafSigningKey: leafSigningKey
+        )
+    }
+
+    private static func nio(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        try NIOSSLCertificate(bytes: Array(certificate.serializeAsPEM().pemString.utf8), format: .pem)
     }
 }
 
