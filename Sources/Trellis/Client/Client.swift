@@ -175,10 +175,13 @@ public final class Client: Sendable {
         return try await runChain(request, at: 0, extra: extraMiddlewares)
     }
 
-    private func runChain(
+    /// Runs `request` through the middlewares from `index` on, then the access token, then
+    /// `terminal` when one is given (a WebSocket upgrade), else redirects and the transport.
+    func runChain(
         _ request: Request,
         at index: Int,
-        extra: [any Middleware]
+        extra: [any Middleware],
+        terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)? = nil
     ) async throws -> Response<ResponseBody> {
         let middleware: any Middleware
         if index < middlewares.count {
@@ -190,15 +193,18 @@ public final class Client: Sendable {
             // seen the request, and redirects are followed closest to the wire so that each hop
             // is checked for its origin.
             return try await authorizer.send(request, client: self) { authorized in
-                try await self.redirects.send(authorized) { hop in
+                if let terminal { return try await terminal(authorized) }
+                return try await self.redirects.send(authorized) { hop in
                     try await self.sendOverTransport(hop)
                 }
             }
         }
         return try await middleware.intercept(request) { next in
-            try await self.runChain(next, at: index + 1, extra: extra)
+            try await self.runChain(next, at: index + 1, extra: extra, terminal: terminal)
         }
     }
+
+    var pinningConflictError: TrellisError? { pinningConflict }
 
     private static func pinningConflict(_ pinning: CertificatePinning?, transport: (any Transport)?) -> TrellisError? {
         guard let pinning, let transport else { return nil }

@@ -92,8 +92,11 @@ public struct Request: Sendable {
 
     /// Creates a request for an absolute URL.
     ///
-    /// - Throws: ``TrellisError/invalidRequest(_:)`` when the URL is not an absolute `http` or
-    ///   `https` URL with a host.
+    /// A `ws://` or `wss://` URL (for ``Client/webSocket(for:options:)``) is kept as the
+    /// `http://` or `https://` URL its upgrade request is sent to.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` when the URL is not an absolute `http`,
+    ///   `https`, `ws` or `wss` URL with a host.
     public init(
         method: HTTPRequest.Method,
         url: URL,
@@ -101,7 +104,7 @@ public struct Request: Sendable {
         body: RequestBody? = nil,
         timeout: Duration? = nil
     ) throws {
-        let target = try RequestTarget(url)
+        let target = try RequestTarget(url, acceptingWebSocketSchemes: true)
         self.init(
             head: HTTPRequest(
                 method: method,
@@ -219,8 +222,10 @@ struct RequestTarget {
     var authority: String
     var pathAndQuery: String
 
-    init(_ url: URL) throws {
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+    init(_ url: URL, acceptingWebSocketSchemes: Bool = false) throws {
+        guard var scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https" || (acceptingWebSocketSchemes && (scheme == "ws" || scheme == "wss"))
+        else {
             throw TrellisError.invalidRequest(
                 .init(.url, "\"\(url.absoluteString)\" is not an absolute http or https URL")
             )
@@ -228,6 +233,8 @@ struct RequestTarget {
         guard let host = url.host, !host.isEmpty else {
             throw TrellisError.invalidRequest(.init(.url, "\"\(url.absoluteString)\" has no host"))
         }
+        if scheme == "ws" { scheme = "http" }
+        if scheme == "wss" { scheme = "https" }
         self.scheme = scheme
         let bracketedHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
         self.authority = url.port.map { "\(bracketedHost):\($0)" } ?? bracketedHost

@@ -44,6 +44,9 @@ public enum TrellisError: Error, Sendable {
     case preconditionFailed(CheckFailure)
     /// A ``ResponseValidation`` did not hold for the response.
     case validationFailed(CheckFailure)
+    /// A WebSocket conversation ended with a close code other than 1000 (normal closure):
+    /// the server's, or the one Trellis sent for a message it could not accept.
+    case webSocketClosed(WebSocketClosure)
 }
 
 extension TrellisError: CustomStringConvertible, LocalizedError {
@@ -62,6 +65,7 @@ extension TrellisError: CustomStringConvertible, LocalizedError {
         case .fileFailed(let failure): "file operation failed: \(failure)"
         case .preconditionFailed(let failure): "precondition failed, nothing sent: \(failure)"
         case .validationFailed(let failure): "response validation failed: \(failure)"
+        case .webSocketClosed(let closure): "the WebSocket was closed: \(closure)"
         }
     }
 

@@ -105,6 +105,22 @@ public struct PinnedHost: Sendable, Hashable {
         certificates.filter { !$0.isSelfIssued }.map(\.certificate)
     }
 
+    /// `base` with these pins' trust: the pinned CA certificates as the only trust roots, or
+    /// no chain verification when the server must present a pinned certificate exactly
+    /// (``mismatch(of:now:)``, run after the handshake, compares it).
+    func enforcing(on base: TLSConfiguration) -> TLSConfiguration {
+        var tls = base
+        let anchors = anchors
+        if !anchors.isEmpty {
+            tls.trustRoots = .certificates(anchors)
+            tls.additionalTrustRoots = []
+            tls.certificateVerification = .fullVerification
+        } else if !serverCertificates.isEmpty {
+            tls.certificateVerification = .none
+        }
+        return tls
+    }
+
     /// Why `leaf`, the certificate the server presented, does not satisfy the pins that are
     /// checked after the handshake, or `nil` when it does.
     ///

@@ -106,16 +106,10 @@ public final class AsyncHTTPClientTransport: Transport {
         checking pins: PinnedHost
     ) -> HTTPClient.Configuration {
         var configuration = base
-        var tls = base.tlsConfiguration ?? .makeClientConfiguration()
-        let anchors = pins.anchors
-        if !anchors.isEmpty {
-            tls.trustRoots = .certificates(anchors)
-            tls.additionalTrustRoots = []
-            tls.certificateVerification = .fullVerification
-        } else if !pins.serverCertificates.isEmpty {
-            tls.certificateVerification = .none
-        }
-        configuration.tlsConfiguration = tls
+        configuration.tlsConfiguration = pins.enforcing(on: base.tlsConfiguration ?? .makeClientConfiguration())
+        // A mismatch is not transient: trying the connection again until the deadline would
+        // only delay the failure.
+        configuration.connectionPool.retryConnectionEstablishment = false
         let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
             channel.nioSSL_peerCertificate().flatMapThrowing { leaf in
                 guard let leaf else { throw PinMismatch(reason: "the server presented no certificate") }

@@ -1,0 +1,619 @@
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Crypto
+import NIOSSL
+import NIOTLS
+import NIOWebSocket
+
+/// One WebSocket connection over SwiftNIO: its channel, the frames it receives and the
+/// writer for the frames it sends.
+///
+/// The channel runs SwiftNIO's own WebSocket codec and upgrader; ping, pong and the closing
+/// handshake are answered in the pipeline (``WebSocketControlHandler``), so keep-alive does not
+/// depend on the reader, and data frames reach the reader with SwiftNIO's backpressure.
+final class WebSocketLink: Sendable {
+    private let channel: any Channel
+    private let inbound: NIOAsyncChannelInboundStream<WebSocketFrame>
+    private let outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>
+    private let framesTaken = NIOLockedValueBox(false)
+
+    private init(
+        channel: any Channel,
+        inbound: NIOAsyncChannelInboundStream<WebSocketFrame>,
+        outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>
+    ) {
+        self.channel = channel
+        self.inbound = inbound
+        self.outbound = outbound
+    }
+
+    /// Keeps `asyncChannel`'s scope open until its channel closes, and hands its streams out.
+    static func hold(_ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, channel: any Channel) async -> WebSocketLink {
+        await withCheckedContinuation { continuation in
+            Task {
+                try? await asyncChannel.executeThenClose { inbound, outbound in
+                    continuation.resume(returning: WebSocketLink(channel: channel, inbound: inbound, outbound: outbound))
+                    try await channel.closeFuture.get()
+                }
+            }
+        }
+    }
+
+    func frames() -> WebSocketFrames? {
+        let first = framesTaken.withLockedValue { taken in
+            defer { taken = true }
+            return !taken
+        }
+        return first ? WebSocketFrames(inbound.makeAsyncIterator()) : nil
+    }
+
+    func send(_ message: WebSocketMessage, host: String) async throws {
+        var buffer: ByteBuffer
+        let opcode: WebSocketOpcode
+        switch message {
+        case .text(let text):
+            buffer = channel.allocator.buffer(string: text)
+            opcode = .text
+        case .binary(let data):
+            buffer = channel.allocator.buffer(capacity: data.count)
+            buffer.writeBytes(data)
+            opcode = .binary
+        }
+        do {
+            try await outbound.write(WebSocketFrame(fin: true, opcode: opcode, maskKey: .random(), data: buffer))
+        } catch {
+            throw TrellisError.connectionFailed(ConnectionFailure(
+                host: host,
+                reason: "the WebSocket connection is closed; the message was not sent",
+                underlying: error
+            ))
+        }
+    }
+
+    /// Sends a close frame and waits for the channel to close (the peer answers with its close
+    /// frame, then the pipeline closes the channel), at most `timeout`.
+    func close(code: WebSocketCloseCode, reason: String, timeout: Duration) async {
+        var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        data.writeInteger(code.rawValue)
+        data.writeString(reason)
+        try? await outbound.write(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: data))
+        let channel = channel
+        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }
+        try? await channel.closeFuture.get()
+        deadline.cancel()
+    }
+
+    func abort() {
+        channel.close(promise: nil)
+    }
+}
+
+/// The data frames of one link, reassembled into messages.
+final class WebSocketFrames {
+    private var iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator
+    /// The peer's close frame, once read.
+    private(set) var closure: WebSocketClosure?
+
+    init(_ iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator) {
+        self.iterator = iterator
+    }
+
+    /// The next whole message, or `nil` at a close frame or the end of the connection.
+    func nextMessage(maximumSize: Int, host: String) async throws -> WebSocketMessage? {
+        var pending: (opcode: WebSocketOpcode, buffer: ByteBuffer)?
+        while true {
+            let frame: WebSocketFrame?
+            do {
+                frame = try await iterator.next()
+            } catch let error as WebSocketPingTimeout {
+                throw TrellisError.connectionFailed(ConnectionFailure(
+                    host: host,
+                    reason: "no pong within \(error.timeout) of a ping: the WebSocket connection counts as lost",
+                    underlying: error
+                ))
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                throw TrellisError.connectionFailed(ConnectionFailure(
+                    host: host,
+                    reason: "the WebSocket connection was lost (\(error))",
+                    underlying: error
+                ))
+            }
+            guard let frame else { return nil }
+            switch frame.opcode {
+            case .text, .binary:
+                pending = (frame.opcode, frame.unmaskedData)
+            case .continuation:
+                guard pending != nil else { continue }
+                var data = frame.unmaskedData
+                pending?.buffer.writeBuffer(&data)
+            case .connectionClose:
+                var data = frame.unmaskedData
+                let code = data.readInteger(as: UInt16.self).map(WebSocketCloseCode.init(rawValue:))
+                closure = WebSocketClosure(code: code, reason: data.readString(length: data.readableBytes) ?? "")
+                return nil
+            default:
+                continue
+            }
+            guard let message = pending else { continue }
+            if message.buffer.readableBytes > maximumSize {
+                throw TrellisError.webSocketClosed(WebSocketClosure(
+                    code: .messageTooBig,
+                    reason: "a message of more than \(maximumSize) bytes (WebSocketOptions.maximumMessageSize)"
+                ))
+            }
+            guard frame.fin else { continue }
+            if message.opcode == .text {
+                guard let text = String(validating: message.buffer.readableBytesView, as: UTF8.self) else {
+                    throw TrellisError.webSocketClosed(WebSocketClosure(
+                        code: .invalidPayload,
+                        reason: "the server sent a text message that is not UTF-8"
+                    ))
+                }
+                return .text(text)
+            }
+            return .binary(Data(buffer: message.buffer, byteTransferStrategy: .noCopy))
+        }
+    }
+}
+
+extension TrellisError {
+    /// A lost connection or a missed pong: what reconnection is for.
+    var isConnectionLoss: Bool {
+        if case .connectionFailed = self { return true }
+        return false
+    }
+}
+
+/// A ping that got no pong in time.
+struct WebSocketPingTimeout: Error {
+    let timeout: Duration
+}
+
+/// Answers pings, sends pings on a timer and closes the channel when one goes unanswered, and
+/// completes the closing handshake, whether or not anyone is reading.
+final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let pingInterval: Duration?
+    private let pingTimeout: Duration
+    private var pinger: RepeatedTask?
+    private var pongDeadline: Scheduled<Void>?
+    private var closeSent = false
+
+    init(pingInterval: Duration?, pingTimeout: Duration) {
+        self.pingInterval = pingInterval
+        self.pingTimeout = pingTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        guard let pingInterval else { return }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        pinger = context.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(pingInterval), delay: TimeAmount(pingInterval)) { _ in
+            let (handler, context) = loopBound.value
+            handler.ping(context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopTimers()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stopTimers()
+        context.fireChannelInactive()
+    }
+
+    private func stopTimers() {
+        pinger?.cancel()
+        pinger = nil
+        pongDeadline?.cancel()
+        pongDeadline = nil
+    }
+
+    private func ping(context: ChannelHandlerContext) {
+        guard pongDeadline == nil, !closeSent else { return }
+        var payload = context.channel.allocator.buffer(capacity: 8)
+        payload.writeInteger(UInt64.random(in: .min ... .max))
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: payload)), promise: nil)
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let timeout = pingTimeout
+        pongDeadline = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            let context = loopBound.value
+            context.fireErrorCaught(WebSocketPingTimeout(timeout: timeout))
+            context.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .ping:
+            guard !closeSent else { return }
+            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .pong:
+            pongDeadline?.cancel()
+            pongDeadline = nil
+        case .connectionClose:
+            context.fireChannelRead(data)
+            if closeSent {
+                context.close(promise: nil)
+            } else {
+                // Echo the code, as RFC 6455 asks, then close: the server has finished.
+                closeSent = true
+                var echo = context.channel.allocator.buffer(capacity: 2)
+                if let code = frame.unmaskedData.getInteger(at: frame.unmaskedData.readerIndex, as: UInt16.self) {
+                    echo.writeInteger(code)
+                }
+                let reply = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: echo)
+                let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in
+                    loopBound.value.close(promise: nil)
+                }
+            }
+        default:
+            context.fireChannelRead(data)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if unwrapOutboundIn(data).opcode == .connectionClose {
+            if closeSent {
+                promise?.succeed()
+                return
+            }
+            closeSent = true
+        }
+        context.write(data, promise: promise)
+    }
+}
+
+/// Opens WebSocket connections: TCP, TLS with the client's pins, the HTTP/1.1 upgrade.
+enum WebSocketDialer {
+    enum Outcome: Sendable {
+        case upgraded(WebSocketLink)
+        /// The server answered the upgrade request with another status.
+        case refused(HTTPResponse)
+    }
+
+    private enum UpgradeResult: Sendable {
+        case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, any Channel)
+        case refused(HTTPResponse)
+    }
+
+    /// Connects to `request`'s URL (`http` or `https`, standing for `ws` and `wss`) and sends
+    /// the upgrade with the request's header fields.
+    static func dial(_ request: Request, options: WebSocketOptions, pins: PinnedHost?) async throws -> Outcome {
+        guard let url = request.url, let host = url.host, !host.isEmpty else {
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) has no host to open a WebSocket to"))
+        }
+        let secure = url.scheme?.lowercased() == "https"
+        let port = url.port ?? (secure ? 443 : 80)
+        let authority = request.head.authority ?? host
+        let hostName = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        let tlsContext: NIOSSLContext?
+        if secure {
+            var tls = options.tlsConfiguration ?? .makeClientConfiguration()
+            if let pins { tls = pins.enforcing(on: tls) }
+            do {
+                tlsContext = try NIOSSLContext(configuration: tls)
+            } catch {
+                throw TrellisError.tlsFailed(ConnectionFailure(host: authority, reason: "the TLS configuration is invalid: \(error)", underlying: error))
+            }
+        } else {
+            tlsContext = nil
+        }
+        var target = url.path(percentEncoded: true)
+        if target.isEmpty { target = "/" }
+        if let query = url.query(percentEncoded: true) { target += "?" + query }
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: authority)
+        for field in request.headerFields where field.name.canonicalName != "host" {
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
+        let sniName = Self.isIPAddress(hostName) ? nil : hostName
+        let timeout = options.connectTimeout
+        let control = (options.pingInterval, options.pingTimeout)
+        let maximumFrameSize = min(max(options.maximumMessageSize, 1 << 14), Int(UInt32.max))
+
+        let result: UpgradeResult
+        do {
+            let upgrade = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(TimeAmount(timeout))
+                .connect(host: hostName, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let promise = channel.eventLoop.makePromise(of: UpgradeResult.self)
+                        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+                            promise.fail(TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "WebSocket upgrade of \(RequestLog.redactedURL(request))")))
+                            channel.close(promise: nil)
+                        }
+                        promise.futureResult.whenComplete { _ in deadline.cancel() }
+                        let upgradePipeline: @Sendable () throws -> Void = {
+                            try Self.addUpgradePipeline(
+                                to: channel,
+                                head: head,
+                                maximumFrameSize: maximumFrameSize,
+                                control: control,
+                                promise: promise
+                            )
+                        }
+                        if let tlsContext {
+                            let tls = try NIOSSLClientHandler(context: tlsContext, serverHostname: sniName)
+                            try channel.pipeline.syncOperations.addHandler(tls)
+                            try channel.pipeline.syncOperations.addHandler(
+                                HandshakeGate(pins: pins, promise: promise, onVerified: upgradePipeline)
+                            )
+                        } else {
+                            try upgradePipeline()
+                        }
+                        return promise.futureResult
+                    }
+                }
+            result = try await upgrade.get()
+        } catch {
+            throw Self.translate(error, host: authority, pinned: pins, request: request)
+        }
+        switch result {
+        case .upgraded(let asyncChannel, let channel):
+            return .upgraded(await WebSocketLink.hold(asyncChannel, channel: channel))
+        case .refused(let head):
+            return .refused(head)
+        }
+    }
+
+    private static func addUpgradePipeline(
+        to channel: any Channel,
+        head: HTTPRequestHead,
+        maximumFrameSize: Int,
+        control: (Duration?, Duration),
+        promise: EventLoopPromise<UpgradeResult>
+    ) throws {
+        let handshake = WebSocketHandshake(head: head, maximumFrameSize: maximumFrameSize) { channel in
+            try channel.pipeline.syncOperations.addHandler(WebSocketControlHandler(pingInterval: control.0, pingTimeout: control.1))
+            let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
+                wrappingChannelSynchronously: channel,
+                configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8))
+            )
+            promise.succeed(.upgraded(asyncChannel, channel))
+        } refused: { response in
+            promise.succeed(.refused(response))
+        } failed: { error in
+            promise.fail(error)
+        }
+        try channel.pipeline.syncOperations.addHandler(handshake)
+    }
+
+    static func translate(_ error: any Error, host: String, pinned pins: PinnedHost?, request: Request) -> any Error {
+        if error is CancellationError || error is TrellisError { return error }
+        if let mismatch = error as? PinMismatch {
+            return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: mismatch.reason, underlying: error))
+        }
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            if let pins, !pins.anchors.isEmpty {
+                return TrellisError.pinningFailed(ConnectionFailure(
+                    host: host,
+                    reason: "the server's certificate chain does not lead to a pinned CA certificate (\(error))",
+                    underlying: error
+                ))
+            }
+            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
+        }
+        if case ChannelError.connectTimeout = error {
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: error))
+        }
+        return AsyncHTTPClientTransport.translate(error, host: host, timeout: request.timeout ?? .seconds(60), request: request)
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
+    }
+}
+
+/// Holds back the upgrade request until the TLS handshake is done and the server certificate
+/// satisfies the pins: the request carries the access token, which must not reach an
+/// unverified server.
+private final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let pins: PinnedHost?
+    // Failing an already completed promise does nothing, so every path may call it.
+    private let fail: (any Error) -> Void
+    private let onVerified: () throws -> Void
+
+    init<Value>(pins: PinnedHost?, promise: EventLoopPromise<Value>, onVerified: @escaping () throws -> Void) {
+        self.pins = pins
+        self.fail = { promise.fail($0) }
+        self.onVerified = onVerified
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case .handshakeCompleted = event as? TLSUserEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        do {
+            if let pins {
+                let leaf = try context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate
+                guard let leaf else { throw PinMismatch(reason: "the server presented no certificate") }
+                if let reason = pins.mismatch(of: leaf) { throw PinMismatch(reason: reason) }
+            }
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            try onVerified()
+        } catch {
+            fail(error)
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(TrellisError.connectionFailed(ConnectionFailure(host: "", reason: "the server closed the connection during the TLS handshake")))
+        context.fireChannelInactive()
+    }
+}
+
+/// The WebSocket opening handshake (RFC 6455, section 4): sends the upgrade request, reads the
+/// response head, checks `Sec-WebSocket-Accept`, and in the same event-loop turn puts the frame
+/// codec in its place and hands it the bytes that came after the head.
+///
+/// SwiftNIO's typed client upgrade handler swaps the pipeline over several turns, and the end
+/// of a connection overtakes the bytes it holds meanwhile: a server that sends a message and
+/// closes straight after the 101 would have that message lost. Doing the swap in one turn
+/// leaves no such gap.
+private final class WebSocketHandshake: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private static let maximumHeadSize = 64 * 1024
+    private let head: HTTPRequestHead
+    private let key: String
+    private let maximumFrameSize: Int
+    private let upgraded: (any Channel) throws -> Void
+    private let refused: (HTTPResponse) -> Void
+    private let failed: (any Error) -> Void
+    private var received: ByteBuffer?
+    private var requestSent = false
+    private var done = false
+
+    init(
+        head: HTTPRequestHead,
+        maximumFrameSize: Int,
+        upgraded: @escaping (any Channel) throws -> Void,
+        refused: @escaping (HTTPResponse) -> Void,
+        failed: @escaping (any Error) -> Void
+    ) {
+        self.head = head
+        self.key = NIOWebSocketClientUpgrader.randomRequestKey()
+        self.maximumFrameSize = maximumFrameSize
+        self.upgraded = upgraded
+        self.refused = refused
+        self.failed = failed
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { sendRequest(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        sendRequest(context: context)
+        context.fireChannelActive()
+    }
+
+    private func sendRequest(context: ChannelHandlerContext) {
+        guard !requestSent else { return }
+        requestSent = true
+        var text = "GET \(head.uri) HTTP/1.1\r\n"
+        for (name, value) in head.headers {
+            text += "\(name): \(value)\r\n"
+        }
+        text += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: text)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !done else { return }
+        var bytes = unwrapInboundIn(data)
+        if received == nil {
+            received = bytes
+        } else {
+            received!.writeBuffer(&bytes)
+        }
+        guard var buffer = received else { return }
+        let view = buffer.readableBytesView
+        guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
+            if buffer.readableBytes > Self.maximumHeadSize {
+                finish(context: context, failure: "the upgrade response head is larger than 64 KiB")
+            }
+            return
+        }
+        let headLength = end.upperBound - view.startIndex
+        let headText = buffer.readString(length: headLength) ?? ""
+        guard let response = Self.parse(headText) else {
+            finish(context: context, failure: "the server's answer to the upgrade is not an HTTP response")
+            return
+        }
+        guard response.status == .switchingProtocols else {
+            done = true
+            refused(response)
+            context.close(promise: nil)
+            return
+        }
+        let expected = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
+        guard response.headerFields[.upgrade]?.lowercased() == "websocket",
+            response.headerFields[values: .connection].contains(where: { $0.lowercased().contains("upgrade") }),
+            response.headerFields[.secWebSocketAccept] == expected
+        else {
+            finish(context: context, failure: "the server's 101 response does not accept the WebSocket upgrade (Upgrade, Connection or Sec-WebSocket-Accept is wrong)")
+            return
+        }
+        done = true
+        do {
+            let pipeline = context.pipeline.syncOperations
+            try pipeline.addHandler(WebSocketFrameEncoder())
+            try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: maximumFrameSize)))
+            try pipeline.addHandler(WebSocketProtocolErrorHandler())
+            try upgraded(context.channel)
+            if buffer.readableBytes > 0 {
+                context.fireChannelRead(wrapInboundOut(buffer))
+            }
+            pipeline.removeHandler(context: context, promise: nil)
+        } catch {
+            failed(error)
+            context.close(promise: nil)
+        }
+    }
+
+    private func finish(context: ChannelHandlerContext, failure reason: String) {
+        done = true
+        failed(TrellisError.connectionFailed(ConnectionFailure(host: head.headers.first(name: "Host") ?? "", reason: reason)))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !done {
+            done = true
+            failed(TrellisError.connectionFailed(ConnectionFailure(
+                host: head.headers.first(name: "Host") ?? "",
+                reason: "the server closed the connection before answering the WebSocket upgrade"
+            )))
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !done {
+            done = true
+            failed(error)
+        }
+        context.close(promise: nil)
+    }
+
+    /// The status line and header fields of a response head.
+    static func parse(_ text: String) -> HTTPResponse? {
+        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: true)[...]
+        guard let statusLine = lines.popFirst() else { return nil }
+        let parts = statusLine.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let code = Int(parts[1]), (100...599).contains(code) else { return nil }
+        var fields = HTTPFields()
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else { continue }
+            fields.append(HTTPField(name: name, value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        return HTTPResponse(status: .init(code: code, reasonPhrase: parts.count > 2 ? String(parts[2]) : ""), headerFields: fields)
+    }
+}
