@@ -50,6 +50,17 @@ struct Endpoint {
     let isFileUpload: Bool
     /// `@Retry(max:retriesNonIdempotentMethods:)`, as source text.
     let retry: (maximum: String, nonIdempotent: String?)?
+    /// A conversation rather than one response: `@WebSocket`, or a function returning an
+    /// `EventStream`.
+    let stream: StreamKind?
+
+    enum StreamKind {
+        case webSocket
+        /// Server-sent events as they come.
+        case rawEvents
+        /// Each event's data decoded as this type.
+        case decodedEvents(String)
+    }
 
     /// What a `@Download` function returns.
     enum DownloadKind {
@@ -61,6 +72,8 @@ struct Endpoint {
     static let methodMacros: [String: String] = [
         "GET": ".get", "POST": ".post", "PUT": ".put", "DELETE": ".delete", "PATCH": ".patch",
         "HEAD": ".head", "OPTIONS": ".options", "QUERY": ".query", "TRACE": ".trace", "CONNECT": ".connect",
+        // The upgrade request of a WebSocket is a GET.
+        "WebSocket": ".get",
     ]
 
     static func attributeName(_ attribute: AttributeSyntax) -> String {
@@ -289,6 +302,33 @@ struct Endpoint {
             }
         }
 
+        // Conversations
+        var stream: StreamKind?
+        let returnType = function.signature.returnClause?.type
+        let returnedName = returnType.map(baseTypeName) ?? "Void"
+        let returnsConnection = ["WebSocketConnection", "Trellis.WebSocketConnection"].contains(returnedName)
+        if method == "WebSocket" {
+            if returnsConnection {
+                stream = .webSocket
+            } else {
+                report(
+                    function.signature.returnClause.map(Syntax.init) ?? Syntax(methodAttribute), "webSocketReturnType",
+                    "@WebSocket opens a conversation; '\(name)' must return WebSocketConnection, not \(returnType?.trimmedDescription ?? "Void")"
+                )
+            }
+        } else if returnsConnection {
+            report(
+                methodAttribute, "webSocketWithoutMacro",
+                "'\(name)' returns WebSocketConnection; declare it with @WebSocket(\"\(templateText)\") instead of @\(method)"
+            )
+        } else if ["EventStream", "Trellis.EventStream"].contains(returnedName), let returnType {
+            let element = genericArguments(of: returnType).first ?? "ServerSentEvent"
+            stream = ["ServerSentEvent", "Trellis.ServerSentEvent"].contains(element) ? .rawEvents : .decodedEvents(element)
+            if method != "GET" {
+                report(methodAttribute, "eventStreamMethod", "'\(name)' returns an EventStream, which is read with GET; use @GET instead of @\(method)")
+            }
+        }
+
         let bound = Set(pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name].compactMap { $0 })
         let queryParameters = parameters.filter { !bound.contains($0.name) }
 
@@ -309,8 +349,21 @@ struct Endpoint {
             requiresAccessToken: attributes.contains { attributeName($0) == "RequiresAccessToken" },
             download: download,
             isFileUpload: isFileUpload,
-            retry: retry
+            retry: retry,
+            stream: stream
         )
+    }
+
+    /// `Name` of `Name`, `Module.Name` or `Name<Arguments>`.
+    private static func baseTypeName(_ type: TypeSyntax) -> String {
+        if let identifier = type.as(IdentifierTypeSyntax.self) { return identifier.name.text }
+        if let member = type.as(MemberTypeSyntax.self) { return member.baseType.trimmedDescription + "." + member.name.text }
+        return type.trimmedDescription
+    }
+
+    private static func genericArguments(of type: TypeSyntax) -> [String] {
+        let clause = type.as(IdentifierTypeSyntax.self)?.genericArgumentClause ?? type.as(MemberTypeSyntax.self)?.genericArgumentClause
+        return clause?.arguments.map { $0.argument.trimmedDescription } ?? []
     }
 
     private static func returnKind(of function: FunctionDeclSyntax) -> ReturnKind {

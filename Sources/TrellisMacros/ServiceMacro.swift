@@ -178,6 +178,13 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             if let flag = retry.nonIdempotent { lines.append("__request.retriesNonIdempotentMethods = \(flag)") }
         }
         switch (endpoint.download, endpoint.returnKind) {
+        case _ where endpoint.stream != nil:
+            switch endpoint.stream {
+            case .webSocket: lines.append("return try await self.serviceContext.webSocket(__request)")
+            case .rawEvents: lines.append("return try self.serviceContext.events(__request)")
+            case .decodedEvents(let type): lines.append("return try self.serviceContext.events(__request, as: \(type).self)")
+            case nil: break
+            }
         case (.url, _):
             lines.append("return try await self.serviceContext.download(__request).url")
         case (.file, _):

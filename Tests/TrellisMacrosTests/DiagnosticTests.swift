@@ -456,6 +456,72 @@ struct DiagnosticTests {
         )
     }
 
+    @Test func aWebSocketMustReturnAConnection() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Chat {
+                @WebSocket("/chat")
+                func chat() async throws -> Data
+            }
+            """,
+            [DiagnosticSpec(
+                message: "@WebSocket opens a conversation; 'chat' must return WebSocketConnection, not Data",
+                line: 4, column: 30
+            )]
+        )
+    }
+
+    @Test func aConnectionNeedsTheWebSocketMacro() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Chat {
+                @GET("/chat")
+                func chat() async throws -> WebSocketConnection
+            }
+            """,
+            [DiagnosticSpec(
+                message: "'chat' returns WebSocketConnection; declare it with @WebSocket(\"/chat\") instead of @GET",
+                line: 3, column: 5
+            )]
+        )
+    }
+
+    @Test func anEventStreamIsReadWithGet() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Feed {
+                @POST("/events")
+                func events() async throws -> EventStream<Quote>
+            }
+            """,
+            [DiagnosticSpec(
+                message: "'events' returns an EventStream, which is read with GET; use @GET instead of @POST",
+                line: 3, column: 5
+            )]
+        )
+    }
+
+    @Test func aConversationIsNotADownload() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Feed {
+                @GET("/events") @Download
+                func events() async throws -> EventStream<Quote>
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "@Download writes the body to a file; 'events' must return URL, DownloadedFile or DownloadTask, not EventStream<Quote>",
+                    line: 4, column: 32
+                ),
+            ]
+        )
+    }
+
     @Test func aFileUploadNeedsABody() {
         assertDiagnostics(
             """

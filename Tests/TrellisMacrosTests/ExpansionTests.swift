@@ -22,6 +22,7 @@ let trellisMacros: [String: MacroSpec] = [
     "TokenLabel": MacroSpec(type: TokenLabelMacro.self),
     "RequiresAccessToken": MacroSpec(type: HTTPMethodMacro.self),
     "Download": MacroSpec(type: HTTPMethodMacro.self),
+    "WebSocket": MacroSpec(type: HTTPMethodMacro.self),
     "FileUpload": MacroSpec(type: HTTPMethodMacro.self),
     "Retry": MacroSpec(type: HTTPMethodMacro.self),
 ]
@@ -348,6 +349,78 @@ struct ExpansionTests {
                     var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
                     return try self.serviceContext.downloadTask(__request)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func conversationsOpenAWebSocketOrAnEventStream() {
+        assertExpansion(
+            """
+            @Service
+            protocol Live {
+                @WebSocket("/chat/{room}") @RequiresAccessToken
+                func chat(room: String) async throws -> WebSocketConnection
+                @GET("/quotes")
+                func quotes() async throws -> EventStream<Quote>
+                @GET("/events")
+                func events() async throws -> EventStream<ServerSentEvent>
+            }
+            """,
+            expandedSource: #"""
+            protocol Live {
+
+                func chat(room: String) async throws -> WebSocketConnection
+                func quotes() async throws -> EventStream<Quote>
+                func events() async throws -> EventStream<ServerSentEvent>
+            }
+
+            final class LiveService: Live, Trellis.TrellisService {
+                let serviceContext: Trellis.ServiceContext
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func chat(room: String) async throws -> WebSocketConnection {
+                    return try await self.chat(room: room, _queryItems: [])
+                }
+
+                func chat(room: String, _queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
+                    var __request = try self.serviceContext.request(.get, path: "/chat/\(Trellis.RequestBuilder.pathSegment(room, name: "room"))", query: "", template: "/chat/{room}")
+                    __request.queryItems(_queryItems)
+                    __request.requiresAccessToken = true
+                    return try await self.serviceContext.webSocket(__request)
+                }
+
+                func quotes() async throws -> EventStream<Quote> {
+                    return try await self.quotes(_queryItems: [])
+                }
+
+                func quotes(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
+                    var __request = self.serviceContext.request(.get, path: "/quotes", query: "", template: "/quotes")
+                    __request.queryItems(_queryItems)
+                    return try self.serviceContext.events(__request, as: Quote.self)
+                }
+
+                func events() async throws -> EventStream<ServerSentEvent> {
+                    return try await self.events(_queryItems: [])
+                }
+
+                func events(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
+                    var __request = self.serviceContext.request(.get, path: "/events", query: "", template: "/events")
+                    __request.queryItems(_queryItems)
+                    return try self.serviceContext.events(__request)
                 }
             }
             """#

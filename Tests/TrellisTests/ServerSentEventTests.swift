@@ -81,6 +81,16 @@ struct Tick: Decodable, Equatable, Sendable {
     var price: Int
 }
 
+/// Event streams declared in a service.
+@Service
+protocol Ticker {
+    @GET("/ticker")
+    func ticks() async throws -> EventStream<Tick>
+
+    @GET("/ticker")
+    func events() async throws -> EventStream<ServerSentEvent>
+}
+
 @Suite("Server-sent events against a server")
 struct ServerSentEventIntegrationTests {
     @Test(arguments: TransportKind.allCases)
@@ -115,6 +125,22 @@ struct ServerSentEventIntegrationTests {
                 for try await _ in client.events(for: try Trellis.Request(method: .get, url: url.appending(path: "not-a-stream"))) {}
             }
             #expect("\(String(describing: error))".contains("not text/event-stream"))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aServiceFunctionReturnsTheEventStream(_ kind: TransportKind) async throws {
+        let ticker = TickerRoutes()
+        try await TestServer.with(ticker.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport, retryPolicy: RecordingSleeper().policy(maximumRetries: 0))
+            let service = TickerService(client: client)
+            var ticks: [Tick] = []
+            for try await tick in try await service.ticks() { ticks.append(tick) }
+            #expect(ticks == [Tick(price: 10), Tick(price: 30), Tick(price: 50)])
+            var ids: [String?] = []
+            for try await event in try await service.events() { ids.append(event.id) }
+            #expect(ids == ["1", "2", "3", "4", "5", "6"])
+            #expect(ticker.reconnectionHeaders == [nil, "3", "6", nil, "3", "6"])
         }
     }
 

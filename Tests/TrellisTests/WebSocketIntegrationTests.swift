@@ -7,6 +7,13 @@ import NIOSSL
 import Testing
 import Trellis
 
+/// A WebSocket declared in a service.
+@Service
+protocol Rooms {
+    @WebSocket("/rooms/{room}") @RequiresAccessToken
+    func join(room: String) async throws -> WebSocketConnection
+}
+
 @Suite("WebSocket against a real server")
 struct WebSocketIntegrationTests {
     private struct Note: Codable, Equatable, Sendable {
@@ -242,6 +249,24 @@ struct WebSocketIntegrationTests {
         }
         #expect(failure.status == .unauthorized)
         try await server.stop()
+    }
+
+    @Test func aServiceDeclaresTheWebSocketWithItsPathAndToken() async throws {
+        let routes: (Router<BasicWebSocketRequestContext>) -> Void = { router in
+            router.ws("rooms/:room") { _, outbound, context in
+                try await outbound.write(.text(context.request.uri.path))
+                try await outbound.write(.text(context.request.headers[.authorization] ?? "none"))
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+        }
+        try await WebSocketTestServer.with(routes) { url in
+            let storage = InMemoryAccessTokenStorage([ServiceContext.defaultTokenLabel: AccessToken(accessToken: "secret")])
+            let rooms = RoomsService(client: Client(baseURL: base(url), accessTokens: AccessTokenSettings(storage: storage)))
+            let socket = try await rooms.join(room: "tea & cake")
+            var received: [Trellis.WebSocketMessage] = []
+            for try await message in socket.messages { received.append(message) }
+            #expect(received == [.text("/rooms/tea%20%26%20cake"), .text("Bearer secret")])
+        }
     }
 
     @Test func wssWithAPinnedCertificate() async throws {

@@ -14,7 +14,13 @@ extension Client {
     ///
     /// - Throws: ``TrellisError/unacceptableStatus(_:)`` when the server answers the upgrade
     ///   with another status, or the connection and TLS errors of any request.
-    public func webSocket(for request: Request, options: WebSocketOptions = WebSocketOptions()) async throws -> WebSocketConnection {
+    ///
+    /// - Parameter extraMiddlewares: run after the client's own (a service's interceptors).
+    public func webSocket(
+        for request: Request,
+        options: WebSocketOptions = WebSocketOptions(),
+        middlewares extraMiddlewares: [any Middleware] = []
+    ) async throws -> WebSocketConnection {
         var request = request
         switch request.head.scheme?.lowercased() {
         case "ws": request.head.scheme = "http"
@@ -36,7 +42,7 @@ extension Client {
             attempt.timeout = limit
             attempt.deadline = .now + limit
             let opened = NIOLockedValueBox<WebSocketLink?>(nil)
-            let response = try await runChain(attempt, at: 0, extra: []) { authorized in
+            let response = try await runChain(attempt, at: 0, extra: extraMiddlewares) { authorized in
                 // A refused upgrade first (a 401 the token refresh answers), then the next try.
                 opened.withLockedValue { $0?.abort() }
                 switch try await WebSocketDialer.dial(authorized, options: options, pins: pins) {

@@ -124,6 +124,23 @@ public final class ServiceContext: Sendable {
         client.downloadTask(for: try makeRequest(builder), middlewares: serviceMiddlewares)
     }
 
+    /// Opens the WebSocket the builder describes (`@WebSocket`).
+    public func webSocket(_ builder: RequestBuilder) async throws -> WebSocketConnection {
+        try await client.webSocket(for: makeRequest(builder), middlewares: serviceMiddlewares)
+    }
+
+    /// The server-sent events of the request (a function returning
+    /// `EventStream<ServerSentEvent>`); nothing is sent until the stream is iterated.
+    public func events(_ builder: RequestBuilder) throws -> EventStream<ServerSentEvent> {
+        client.events(for: try makeRequest(builder))
+    }
+
+    /// The data of each `message` event decoded as `type` (a function returning
+    /// `EventStream<Value>`).
+    public func events<Value: Decodable & Sendable>(_ builder: RequestBuilder, as type: Value.Type) throws -> EventStream<Value> {
+        client.events(for: try makeRequest(builder), as: type)
+    }
+
     private func storeToken(of value: some AccessTokenConvertible) async throws {
         guard let token = value.convert() else { return }
         try await client.accessTokens.storage.store(token, for: tokenLabel)

@@ -86,6 +86,16 @@ public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceM
 /// expired or the server refuses it. See ``TrellisService/onAuthRetry``.
 @attached(peer) public macro RequiresAccessToken() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 
+/// Declares a WebSocket endpoint: the function opens the conversation (the upgrade is a GET to
+/// the path, with the service's middlewares, and its access token with
+/// `@RequiresAccessToken`) and returns it.
+///
+/// ```swift
+/// @WebSocket("/chat/{room}")
+/// func chat(room: String) async throws -> WebSocketConnection
+/// ```
+@attached(peer) public macro WebSocket(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
 /// Streams the response body to a file instead of decoding it. The function returns `URL`
 /// (the file, in the temporary directory), ``DownloadedFile``, or a ``DownloadTask`` to watch
 /// progress and start it yourself.
