@@ -32,7 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         // Tests only: a standard multipart parser on the server.
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
-        // Tests only: the WebSocket endpoint of the in-process server.
+        // Test server and demo server only: their WebSocket endpoints.
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // Tests only: certificates generated at test time for the in-process TLS server.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
@@ -79,6 +79,7 @@ let package = Package(
             dependencies: [
                 "Trellis",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ],
             path: "Sources/trellis-demo",
             swiftSettings: strictSettings

@@ -1,7 +1,18 @@
-// The realtime part of the tour: a short stream of server-sent events, decoded as they come.
+// The realtime part of the tour: a short stream of server-sent events, decoded as they come,
+// and a WebSocket echo, both declared in a service.
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Trellis
+
+@Service
+protocol Live {
+    @GET("/quotes")
+    func quotes() async throws -> EventStream<Quote>
+
+    @WebSocket("/echo")
+    func echo() async throws -> WebSocketConnection
+}
 
 struct Quote: Codable, Sendable {
     var symbol: String
@@ -24,11 +35,49 @@ enum QuoteRoutes {
     }
 }
 
+enum EchoRoutes {
+    /// The WebSocket routes: `/echo` sends every message back, then says goodbye with 1000.
+    static func router() -> Router<BasicWebSocketRequestContext> {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.ws("echo") { inbound, outbound, _ in
+            for try await message in inbound.messages(maxSize: 1 << 20) {
+                switch message {
+                case .text(let text): try await outbound.write(.text("echo: \(text)"))
+                case .binary(let bytes): try await outbound.write(.binary(bytes))
+                }
+            }
+        }
+        return router
+    }
+}
+
 func realtimeTour(_ baseURL: URL) async throws {
-    let client = Client(baseURL: baseURL)
+    let live = LiveService(baseURL: baseURL)
     step("Server-sent events, each data block decoded as JSON as it arrives")
-    let request = try Trellis.Request(method: .get, url: baseURL.appending(path: "quotes"))
-    for try await quote in client.events(for: request, as: Quote.self, reconnects: false) {
+    var count = 0
+    for try await quote in try await live.quotes() {
         print("  \(quote.symbol) \(quote.price)")
+        count += 1
+        // The server ends the stream after three; the stream would reconnect, so stop here.
+        if count == 3 { break }
+    }
+
+    step("A WebSocket echo: text, JSON and binary messages, then a clean close")
+    let socket = try await live.echo()
+    var replies = socket.messages.makeAsyncIterator()
+    try await socket.send("hello over a WebSocket")
+    print("  \(try await replies.next().map(describe) ?? "nothing")")
+    try await socket.send(json: Quote(symbol: "TRLS", price: 103))
+    print("  \(try await replies.next().map(describe) ?? "nothing")")
+    try await socket.send(Data([0xDE, 0xAD, 0xBE, 0xEF]))
+    print("  \(try await replies.next().map(describe) ?? "nothing")")
+    await socket.close(.normalClosure, reason: "tour over")
+    print("  closed; the server answered with \(socket.closure.map { "\($0)" } ?? "no close frame")")
+}
+
+private func describe(_ message: Trellis.WebSocketMessage) -> String {
+    switch message {
+    case .text(let text): "text: \(text)"
+    case .binary(let data): "binary: \(data.map { String(format: "%02x", $0) }.joined())"
     }
 }

@@ -3,6 +3,7 @@
 // what goes over the wire. It exits by itself.
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import Trellis
 
@@ -183,6 +184,7 @@ func runDemo() async -> Int32 {
     let issuer = TokenIssuer()
     let app = Application(
         router: demoRouter(Store(), issuer: issuer),
+        server: .http1WebSocketUpgrade(webSocketRouter: EchoRoutes.router()),
         configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
         logger: serverLogger

@@ -132,7 +132,6 @@ public final class WebSocketConnection: Sendable {
         /// Set by ``close(_:reason:)``: nothing is reconnected after it.
         var closedByUs = false
         var peerClosure: WebSocketClosure?
-        var reconnecting: Task<WebSocketLink, any Error>?
     }
 
     private let state: NIOLockedValueBox<State>
@@ -165,7 +164,7 @@ public final class WebSocketConnection: Sendable {
 
     /// The peer's close frame, once one has arrived.
     public var closure: WebSocketClosure? {
-        state.withLockedValue { $0.peerClosure }
+        state.withLockedValue { $0.peerClosure ?? $0.link.peerClosure }
     }
 
     /// Sends a text message.
@@ -223,11 +222,10 @@ public final class WebSocketConnection: Sendable {
     /// Closes the conversation with `code` and `reason`, and waits (up to
     /// ``WebSocketOptions/closeTimeout``) for the server to answer with its close frame.
     public func close(_ code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
-        let (link, reconnecting) = state.withLockedValue { state in
+        let link = state.withLockedValue { state in
             state.closedByUs = true
-            return (state.link, state.reconnecting)
+            return state.link
         }
-        reconnecting?.cancel()
         await link.close(code: code, reason: reason, timeout: options.closeTimeout)
     }
 

@@ -20,23 +20,35 @@ final class WebSocketLink: Sendable {
     private let inbound: NIOAsyncChannelInboundStream<WebSocketFrame>
     private let outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>
     private let framesTaken = NIOLockedValueBox(false)
+    private let closeFrame: NIOLockedValueBox<WebSocketClosure?>
 
     private init(
         channel: any Channel,
         inbound: NIOAsyncChannelInboundStream<WebSocketFrame>,
-        outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>
+        outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>,
+        closeFrame: NIOLockedValueBox<WebSocketClosure?>
     ) {
         self.channel = channel
         self.inbound = inbound
         self.outbound = outbound
+        self.closeFrame = closeFrame
+    }
+
+    /// The peer's close frame, as the pipeline saw it, whether or not anyone read it.
+    var peerClosure: WebSocketClosure? {
+        closeFrame.withLockedValue { $0 }
     }
 
     /// Keeps `asyncChannel`'s scope open until its channel closes, and hands its streams out.
-    static func hold(_ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, channel: any Channel) async -> WebSocketLink {
+    static func hold(
+        _ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>,
+        channel: any Channel,
+        closeFrame: NIOLockedValueBox<WebSocketClosure?>
+    ) async -> WebSocketLink {
         await withCheckedContinuation { continuation in
             Task {
                 try? await asyncChannel.executeThenClose { inbound, outbound in
-                    continuation.resume(returning: WebSocketLink(channel: channel, inbound: inbound, outbound: outbound))
+                    continuation.resume(returning: WebSocketLink(channel: channel, inbound: inbound, outbound: outbound, closeFrame: closeFrame))
                     try await channel.closeFuture.get()
                 }
             }
@@ -132,9 +144,7 @@ final class WebSocketFrames {
                 var data = frame.unmaskedData
                 pending?.buffer.writeBuffer(&data)
             case .connectionClose:
-                var data = frame.unmaskedData
-                let code = data.readInteger(as: UInt16.self).map(WebSocketCloseCode.init(rawValue:))
-                closure = WebSocketClosure(code: code, reason: data.readString(length: data.readableBytes) ?? "")
+                closure = WebSocketClosure(frame)
                 return nil
             default:
                 continue
@@ -158,6 +168,15 @@ final class WebSocketFrames {
             }
             return .binary(Data(buffer: message.buffer, byteTransferStrategy: .noCopy))
         }
+    }
+}
+
+extension WebSocketClosure {
+    /// The code and reason of a close frame.
+    init(_ frame: WebSocketFrame) {
+        var data = frame.unmaskedData
+        let code = data.readInteger(as: UInt16.self).map(WebSocketCloseCode.init(rawValue:))
+        self.init(code: code, reason: data.readString(length: data.readableBytes) ?? "")
     }
 }
 
@@ -187,10 +206,12 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
     private var pinger: RepeatedTask?
     private var pongDeadline: Scheduled<Void>?
     private var closeSent = false
+    private let closeFrame: NIOLockedValueBox<WebSocketClosure?>
 
-    init(pingInterval: Duration?, pingTimeout: Duration) {
+    init(pingInterval: Duration?, pingTimeout: Duration, closeFrame: NIOLockedValueBox<WebSocketClosure?>) {
         self.pingInterval = pingInterval
         self.pingTimeout = pingTimeout
+        self.closeFrame = closeFrame
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -243,6 +264,7 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
             pongDeadline?.cancel()
             pongDeadline = nil
         case .connectionClose:
+            closeFrame.withLockedValue { $0 = WebSocketClosure(frame) }
             context.fireChannelRead(data)
             if closeSent {
                 context.close(promise: nil)
@@ -285,7 +307,7 @@ enum WebSocketDialer {
     }
 
     private enum UpgradeResult: Sendable {
-        case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, any Channel)
+        case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, any Channel, NIOLockedValueBox<WebSocketClosure?>)
         case refused(HTTPResponse)
     }
 
@@ -363,8 +385,8 @@ enum WebSocketDialer {
             throw Self.translate(error, host: authority, pinned: pins, request: request)
         }
         switch result {
-        case .upgraded(let asyncChannel, let channel):
-            return .upgraded(await WebSocketLink.hold(asyncChannel, channel: channel))
+        case .upgraded(let asyncChannel, let channel, let closeFrame):
+            return .upgraded(await WebSocketLink.hold(asyncChannel, channel: channel, closeFrame: closeFrame))
         case .refused(let head):
             return .refused(head)
         }
@@ -378,12 +400,15 @@ enum WebSocketDialer {
         promise: EventLoopPromise<UpgradeResult>
     ) throws {
         let handshake = WebSocketHandshake(head: head, maximumFrameSize: maximumFrameSize) { channel in
-            try channel.pipeline.syncOperations.addHandler(WebSocketControlHandler(pingInterval: control.0, pingTimeout: control.1))
+            let closeFrame = NIOLockedValueBox<WebSocketClosure?>(nil)
+            try channel.pipeline.syncOperations.addHandler(
+                WebSocketControlHandler(pingInterval: control.0, pingTimeout: control.1, closeFrame: closeFrame)
+            )
             let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
                 wrappingChannelSynchronously: channel,
                 configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8))
             )
-            promise.succeed(.upgraded(asyncChannel, channel))
+            promise.succeed(.upgraded(asyncChannel, channel, closeFrame))
         } refused: { response in
             promise.succeed(.refused(response))
         } failed: { error in
