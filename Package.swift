@@ -32,7 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         // Tests only: a standard multipart parser on the server.
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
-        // Test server and demo server only: their WebSocket endpoints.
+        // The test, demo and benchmark servers' WebSocket endpoints; the library does not link it.
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // Tests only: certificates generated at test time for the in-process TLS server.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
@@ -92,6 +92,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ],
             path: "Benchmarks/Sources/trellis-benchmarks",
             swiftSettings: strictSettings

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 
 /// One row of the report: a measured case next to its baseline from the same run.
@@ -47,6 +48,7 @@ enum Report {
 /// Runs `body` against an in-process Hummingbird server on 127.0.0.1.
 func withServer<Result>(
     _ configure: (Router<BasicRequestContext>) -> Void,
+    webSocket: Router<BasicWebSocketRequestContext>? = nil,
     _ body: (URL) async throws -> Result
 ) async throws -> Result {
     let router = Router()
@@ -56,6 +58,7 @@ func withServer<Result>(
     logger.logLevel = .critical
     let app = Application(
         router: router,
+        server: webSocket.map { .http1WebSocketUpgrade(webSocketRouter: $0) } ?? .http1(),
         configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
         logger: logger

@@ -1,10 +1,10 @@
 // `swift run -c release trellis-benchmarks [suite…]`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
-// Suites: calls (AsyncHTTPClient), urlsession, auth, transfers, compile. With no argument,
+// Suites: calls (AsyncHTTPClient), urlsession, auth, transfers, realtime, compile. With no argument,
 // every suite runs. Run it from the package directory (compile builds targets of this package).
 import Foundation
 
-let suites = ["calls", "urlsession", "auth", "transfers", "compile"]
+let suites = ["calls", "urlsession", "auth", "transfers", "realtime", "compile"]
 // A transfer case run in a child process by the transfers suite, so its peak memory is its own.
 if CommandLine.arguments.dropFirst().first == "transfer-child" {
     do {
@@ -37,6 +37,11 @@ do {
             Report.print(
                 "Transfers: \(TransferBenchmark.size >> 20) MiB to and from disk (AsyncHTTPClient), each case in its own process",
                 try await TransferBenchmark.run(rounds: min(rounds, 3))
+            )
+        case "realtime":
+            Report.print(
+                "Slow readers: a server pushing \(RealtimeBenchmark.offeredMiB) MiB as fast as it can to a reader taking 1 ms per message",
+                try await RealtimeBenchmark.run(rounds: min(rounds, 3))
             )
         case "allocations":
             try await AllocationBreakdown.run()

@@ -261,7 +261,8 @@ public final class WebSocketConnection: Sendable {
             attempt += 1
             try await policy.sleep(delay)
             waited += delay
-            if isClosedByUs { throw CancellationError() }
+            // Closed meanwhile: the reader finds the conversation over.
+            if isClosedByUs { return }
             do {
                 let link = try await open()
                 let installed = state.withLockedValue { state -> Bool in
@@ -270,10 +271,7 @@ public final class WebSocketConnection: Sendable {
                     state.generation += 1
                     return true
                 }
-                if !installed {
-                    link.abort()
-                    throw CancellationError()
-                }
+                if !installed { link.abort() }
                 return
             } catch let failure as TrellisError {
                 lastError = failure
