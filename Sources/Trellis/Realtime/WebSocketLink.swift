@@ -417,25 +417,10 @@ enum WebSocketDialer {
         try channel.pipeline.syncOperations.addHandler(handshake)
     }
 
+    /// SwiftNIO's and SwiftNIO SSL's errors as ``TrellisError``, as the AsyncHTTPClient
+    /// transport reports them (the same stack lies beneath both).
     static func translate(_ error: any Error, host: String, pinned pins: PinnedHost?, request: Request) -> any Error {
-        if error is CancellationError || error is TrellisError { return error }
-        if let mismatch = error as? PinMismatch {
-            return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: mismatch.reason, underlying: error))
-        }
-        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
-            if let pins, !pins.anchors.isEmpty {
-                return TrellisError.pinningFailed(ConnectionFailure(
-                    host: host,
-                    reason: "the server's certificate chain does not lead to a pinned CA certificate (\(error))",
-                    underlying: error
-                ))
-            }
-            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
-        }
-        if case ChannelError.connectTimeout = error {
-            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: error))
-        }
-        return AsyncHTTPClientTransport.translate(error, host: host, timeout: request.timeout ?? .seconds(60), request: request)
+        AsyncHTTPClientTransport.translate(error, host: host, timeout: request.timeout ?? .seconds(60), request: request, pins: pins)
     }
 
     private static func isIPAddress(_ host: String) -> Bool {

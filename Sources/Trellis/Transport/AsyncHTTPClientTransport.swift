@@ -245,6 +245,9 @@ public final class AsyncHTTPClientTransport: Transport {
             }
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
         }
+        if case ChannelError.connectTimeout = error {
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: error))
+        }
         if let connectionError = error as? NIOConnectionError {
             if connectionError.connectionErrors.isEmpty, connectionError.dnsAError != nil || connectionError.dnsAAAAError != nil {
                 return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "unknown host", underlying: error))

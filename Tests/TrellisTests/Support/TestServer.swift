@@ -20,22 +20,34 @@ enum TestServer {
     ) async throws -> Result {
         let router = Router()
         configure(router)
+        return try await run({ onServerRunning, logger in
+            Application(
+                router: router,
+                server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: onServerRunning,
+                logger: logger
+            )
+        }) { port in
+            try await body(URL(string: tls == nil ? "http://127.0.0.1:\(port)" : "https://localhost:\(port)")!)
+        }
+    }
+
+    /// Runs the application `make` builds (on 127.0.0.1, port 0, reporting through
+    /// `onServerRunning`), calls `body` with its port, then stops it.
+    static func run<App: ApplicationProtocol, Result: Sendable>(
+        _ make: (_ onServerRunning: @escaping @Sendable (any Channel) async -> Void, _ logger: Logger) throws -> App,
+        _ body: (Int) async throws -> Result
+    ) async throws -> Result {
         let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
         var logger = Logger(label: "test-server")
         logger.logLevel = .critical
-        let app = Application(
-            router: router,
-            server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
-            logger: logger
-        )
+        let app = try make({ channel in portSink.yield(channel.localAddress?.port ?? 0) }, logger)
         let server = Task { try await app.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CancellationError() }
-        let url = URL(string: tls == nil ? "http://127.0.0.1:\(port)" : "https://localhost:\(port)")!
         do {
-            let result = try await body(url)
+            let result = try await body(port)
             server.cancel()
             _ = await server.result
             return result

@@ -25,33 +25,20 @@ enum WebSocketTestServer {
     ) async throws -> Result {
         let router = Router(context: BasicWebSocketRequestContext.self)
         configure(router)
-        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-        var logger = Logger(label: "websocket-test-server")
-        logger.logLevel = .critical
         let webSocket = HTTPServerBuilder.http1WebSocketUpgrade(
             webSocketRouter: router,
             configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 4 * 1024 * 1024))
         )
-        let app = Application(
-            router: router,
-            server: try tls.map { try .tls(webSocket, tlsConfiguration: $0) } ?? webSocket,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let server = Task { try await app.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let url = URL(string: tls == nil ? "ws://127.0.0.1:\(port)" : "wss://localhost:\(port)")!
-        do {
-            let result = try await body(url)
-            server.cancel()
-            _ = await server.result
-            return result
-        } catch {
-            server.cancel()
-            _ = await server.result
-            throw error
+        return try await TestServer.run({ onServerRunning, logger in
+            Application(
+                router: router,
+                server: try tls.map { try .tls(webSocket, tlsConfiguration: $0) } ?? webSocket,
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: onServerRunning,
+                logger: logger
+            )
+        }) { port in
+            try await body(URL(string: tls == nil ? "ws://127.0.0.1:\(port)" : "wss://localhost:\(port)")!)
         }
     }
 
