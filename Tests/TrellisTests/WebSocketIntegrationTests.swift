@@ -220,6 +220,41 @@ struct WebSocketIntegrationTests {
         try await server.stop()
     }
 
+    @Test(.timeLimit(.minutes(1))) func textThatIsNotUTF8IsRefusedWith1007() async throws {
+        let server = try await RawWebSocketServer(scripts: [.sendText([0x6F, 0x6B, 0xC3, 0x28])])
+        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url))
+        var messages = socket.messages.makeAsyncIterator()
+        let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
+        guard case .webSocketClosed(let closure) = error else {
+            Issue.record("expected webSocketClosed, got \(String(describing: error))")
+            return
+        }
+        #expect(closure.code == .invalidPayload)
+        // The server is told why, with the close frame's code.
+        var codes = server.closeCodes.makeAsyncIterator()
+        #expect(await codes.next() == 1007)
+        try await server.stop()
+    }
+
+    @Test func aMessageOverTheLimitIsRefusedWith1009() async throws {
+        try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
+            let socket = try await Client(baseURL: base(url)).webSocket(
+                for: request(url, "echo"),
+                options: WebSocketOptions(maximumMessageSize: 1000)
+            )
+            try await socket.send(Data(count: 999))
+            try await socket.send(Data(count: 2000))
+            var messages = socket.messages.makeAsyncIterator()
+            #expect(try await messages.next() == .binary(Data(count: 999)))
+            let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
+            guard case .webSocketClosed(let closure) = error else {
+                Issue.record("expected webSocketClosed, got \(String(describing: error))")
+                return
+            }
+            #expect(closure.code == .messageTooBig)
+        }
+    }
+
     @Test func theAccessTokenIsSentAndARefusedOneRefreshed() async throws {
         let server = try await RawWebSocketServer(scripts: [.requireAuthorization("Bearer fresh")])
         let url = server.url

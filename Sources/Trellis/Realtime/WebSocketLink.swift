@@ -1,10 +1,10 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Crypto
 import NIOSSL
 import NIOTLS
 import NIOWebSocket
@@ -12,7 +12,8 @@ import NIOWebSocket
 /// One WebSocket connection over SwiftNIO: its channel, the frames it receives and the
 /// writer for the frames it sends.
 ///
-/// The channel runs SwiftNIO's own WebSocket codec and upgrader; ping, pong and the closing
+/// The channel runs SwiftNIO's own WebSocket codec after Trellis's opening handshake
+/// (``WebSocketHandshake``); ping, pong and the closing
 /// handshake are answered in the pipeline (``WebSocketControlHandler``), so keep-alive does not
 /// depend on the reader, and data frames reach the reader with SwiftNIO's backpressure.
 final class WebSocketLink: Sendable {
@@ -60,7 +61,14 @@ final class WebSocketLink: Sendable {
             defer { taken = true }
             return !taken
         }
-        return first ? WebSocketFrames(inbound.makeAsyncIterator()) : nil
+        guard first else { return nil }
+        let channel = channel
+        return WebSocketFrames(inbound.makeAsyncIterator()) { code, reason in
+            var data = channel.allocator.buffer(capacity: 2)
+            data.writeInteger(code.rawValue)
+            let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: data)
+            channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
+        }
     }
 
     func send(_ message: WebSocketMessage, host: String) async throws {
@@ -89,9 +97,12 @@ final class WebSocketLink: Sendable {
     /// Sends a close frame and waits for the channel to close (the peer answers with its close
     /// frame, then the pipeline closes the channel), at most `timeout`.
     func close(code: WebSocketCloseCode, reason: String, timeout: Duration) async {
+        // A control frame carries at most 125 bytes: the code, and 123 of reason.
+        var reason = Substring(reason)
+        while reason.utf8.count > 123 { reason.removeLast() }
         var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code.rawValue)
-        data.writeString(reason)
+        data.writeString(String(reason))
         try? await outbound.write(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: data))
         let channel = channel
         let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }
@@ -107,11 +118,22 @@ final class WebSocketLink: Sendable {
 /// The data frames of one link, reassembled into messages.
 final class WebSocketFrames {
     private var iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator
+    /// Sends a close frame with this code, then closes: for a message Trellis refuses.
+    private let refuse: @Sendable (WebSocketCloseCode, String) -> Void
     /// The peer's close frame, once read.
     private(set) var closure: WebSocketClosure?
 
-    init(_ iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator) {
+    init(
+        _ iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator,
+        refuse: @escaping @Sendable (WebSocketCloseCode, String) -> Void
+    ) {
         self.iterator = iterator
+        self.refuse = refuse
+    }
+
+    private func refusal(_ code: WebSocketCloseCode, _ reason: String) -> TrellisError {
+        refuse(code, reason)
+        return .webSocketClosed(WebSocketClosure(code: code, reason: reason))
     }
 
     /// The next whole message, or `nil` at a close frame or the end of the connection.
@@ -151,18 +173,12 @@ final class WebSocketFrames {
             }
             guard let message = pending else { continue }
             if message.buffer.readableBytes > maximumSize {
-                throw TrellisError.webSocketClosed(WebSocketClosure(
-                    code: .messageTooBig,
-                    reason: "a message of more than \(maximumSize) bytes (WebSocketOptions.maximumMessageSize)"
-                ))
+                throw refusal(.messageTooBig, "a message of more than \(maximumSize) bytes (WebSocketOptions.maximumMessageSize)")
             }
             guard frame.fin else { continue }
             if message.opcode == .text {
                 guard let text = String(validating: message.buffer.readableBytesView, as: UTF8.self) else {
-                    throw TrellisError.webSocketClosed(WebSocketClosure(
-                        code: .invalidPayload,
-                        reason: "the server sent a text message that is not UTF-8"
-                    ))
+                    throw refusal(.invalidPayload, "the server sent a text message that is not UTF-8")
                 }
                 return .text(text)
             }

@@ -67,10 +67,16 @@ final class RawWebSocketServer: Sendable {
         case requireAuthorization(String)
         /// Sends a text message, then a close frame with code 1000.
         case sendThenClose(String)
+        /// Sends a text frame with these bytes (not necessarily UTF-8), then reads and
+        /// reports the frames the client sends back.
+        case sendText([UInt8])
     }
 
     private let channel: any Channel
     private let connections = NIOLockedValueBox(0)
+    /// The codes of the close frames clients sent, in order.
+    let closeCodes: AsyncStream<UInt16>
+    private let closeCodeSink: AsyncStream<UInt16>.Continuation
 
     var url: URL { URL(string: "ws://127.0.0.1:\(channel.localAddress!.port!)/raw")! }
     var connectionCount: Int { connections.withLockedValue { $0 } }
@@ -78,6 +84,8 @@ final class RawWebSocketServer: Sendable {
     /// `scripts[n]` runs on the n-th connection (the last one on any after it).
     init(scripts: [Script]) async throws {
         let connections = connections
+        (closeCodes, closeCodeSink) = AsyncStream.makeStream(of: UInt16.self)
+        let closeCodeSink = closeCodeSink
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 let index = connections.withLockedValue { count in
@@ -86,7 +94,7 @@ final class RawWebSocketServer: Sendable {
                 }
                 let script = scripts[min(index, scripts.count - 1)]
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ScriptHandler(script: script))
+                    try channel.pipeline.syncOperations.addHandler(ScriptHandler(script: script, closeCodes: closeCodeSink))
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -94,6 +102,7 @@ final class RawWebSocketServer: Sendable {
     }
 
     func stop() async throws {
+        closeCodeSink.finish()
         try await channel.close()
     }
 
@@ -102,15 +111,27 @@ final class RawWebSocketServer: Sendable {
         typealias OutboundOut = ByteBuffer
 
         let script: Script
+        let closeCodes: AsyncStream<UInt16>.Continuation
         var request = ""
         var upgraded = false
 
-        init(script: Script) {
+        init(script: Script, closeCodes: AsyncStream<UInt16>.Continuation) {
             self.script = script
+            self.closeCodes = closeCodes
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            guard !upgraded else { return }
+            guard !upgraded else {
+                // The first client frame after the upgrade: opcode and, for a close, its code.
+                var frame = unwrapInboundIn(data)
+                if let first = frame.readInteger(as: UInt8.self), let second = frame.readInteger(as: UInt8.self),
+                    first & 0x0F == 0x8, second & 0x7F >= 2, let mask = frame.readBytes(length: 4), let high = frame.readInteger(as: UInt8.self),
+                    let low = frame.readInteger(as: UInt8.self)
+                {
+                    closeCodes.yield(UInt16(high ^ mask[0]) << 8 | UInt16(low ^ mask[1]))
+                }
+                return
+            }
             var buffer = unwrapInboundIn(data)
             request += buffer.readString(length: buffer.readableBytes) ?? ""
             guard request.contains("\r\n\r\n") else { return }
@@ -137,6 +158,8 @@ final class RawWebSocketServer: Sendable {
                 let text = header("authorization")
                 context.write(wrapOutboundOut(Self.frame(opcode: 0x1, payload: Array(text.utf8), allocator: context.channel.allocator)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(Self.frame(opcode: 0x8, payload: [0x03, 0xE8], allocator: context.channel.allocator)), promise: nil)
+            case .sendText(let bytes):
+                context.writeAndFlush(wrapOutboundOut(Self.frame(opcode: 0x1, payload: bytes, allocator: context.channel.allocator)), promise: nil)
             case .sendThenClose(let text):
                 context.write(wrapOutboundOut(Self.frame(opcode: 0x1, payload: Array(text.utf8), allocator: context.channel.allocator)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(Self.frame(opcode: 0x8, payload: [0x03, 0xE8], allocator: context.channel.allocator)), promise: nil)
