@@ -61,7 +61,7 @@ public final class Client: Sendable {
     public let pinning: CertificatePinning?
     /// Set when a transport was passed with pins other than ``pinning``: every request then
     /// fails with it rather than go out unchecked.
-    private let pinningConflict: TrellisError?
+    let pinningConflict: TrellisError?
 
     let authorizer: AccessTokenAuthorizer
 
@@ -203,8 +203,6 @@ public final class Client: Sendable {
             try await self.runChain(next, at: index + 1, extra: extra, terminal: terminal)
         }
     }
-
-    var pinningConflictError: TrellisError? { pinningConflict }
 
     private static func pinningConflict(_ pinning: CertificatePinning?, transport: (any Transport)?) -> TrellisError? {
         guard let pinning, let transport else { return nil }

@@ -16,9 +16,9 @@ import NIOSSL
 /// let client = Client(baseURL: apiURL, pinning: pinning)
 /// ```
 ///
-/// The check runs in the TLS handshake of the connection that carries the request, before a
-/// byte of the request is written, on both transports. A mismatch fails the request at once
-/// with ``TrellisError/pinningFailed(_:)``.
+/// The check runs on the connection that carries the request, as its TLS handshake completes
+/// and before a byte of the request is written, on both transports and for WebSockets. A
+/// mismatch fails the request at once with ``TrellisError/pinningFailed(_:)``.
 public struct CertificatePinning: Sendable, Hashable {
     /// The pinned hosts; the first whose pattern matches a host applies to it.
     public let hosts: [PinnedHost]
@@ -38,14 +38,14 @@ public struct CertificatePinning: Sendable, Hashable {
 
     /// The pins that apply to `host`, or `nil` when it is left to system trust.
     public func pins(for host: String) -> PinnedHost? {
-        let host = host.lowercased()
-        if excludedHosts.contains(where: { HostPattern.matches($0, host: host) }) { return nil }
-        return hosts.first { HostPattern.matches($0.pattern, host: host) }
+        index(for: host).map { hosts[$0] }
     }
 
+    /// The position in ``hosts`` of the pins for `host`.
     func index(for host: String) -> Int? {
-        guard let pins = pins(for: host) else { return nil }
-        return hosts.firstIndex(of: pins)
+        let host = host.lowercased()
+        if excludedHosts.contains(where: { HostPattern.matches($0, host: host) }) { return nil }
+        return hosts.firstIndex { HostPattern.matches($0.pattern, host: host) }
     }
 }
 

@@ -30,7 +30,7 @@ extension Client {
             throw TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) is not a ws://, wss://, http:// or https:// URL"))
         }
         request.head.method = .get
-        if let pinningConflictError { throw pinningConflictError }
+        if let pinningConflict { throw pinningConflict }
         if plainHTTP != .allowed { try plainHTTP.check(request) }
         try await checkPreconditions(of: request)
         let host = request.head.authority ?? ""
