@@ -8,9 +8,9 @@ extension Client {
     ///
     /// The upgrade request goes through the client's middlewares and carries the access token
     /// when the request requires one; a 401 refreshes the token and tries once more, as for
-    /// any request. `wss://` uses the client's pins (``Client/pinning``), checked in the TLS
-    /// handshake before the upgrade request, and its token, is sent. The connection runs on
-    /// SwiftNIO on every platform (FoundationNetworking has no WebSockets).
+    /// any request. `wss://` uses the client's pins (``Client/pinning``), checked as the TLS
+    /// handshake completes, before the upgrade request (and its token) is sent. The connection
+    /// runs on SwiftNIO on every platform (FoundationNetworking has no WebSockets).
     ///
     /// - Throws: ``TrellisError/unacceptableStatus(_:)`` when the server answers the upgrade
     ///   with another status, or the connection and TLS errors of any request.
@@ -43,7 +43,8 @@ extension Client {
             attempt.deadline = .now + limit
             let opened = NIOLockedValueBox<WebSocketLink?>(nil)
             let response = try await runChain(attempt, at: 0, extra: extraMiddlewares) { authorized in
-                // A refused upgrade first (a 401 the token refresh answers), then the next try.
+                // This runs again when the token is refreshed, or a middleware sends twice: only
+                // the last connection opened is kept.
                 opened.withLockedValue { $0?.abort() }
                 switch try await WebSocketDialer.dial(authorized, options: options, pins: pins) {
                 case .upgraded(let link):
