@@ -123,9 +123,11 @@ struct FaultIntegrationTests {
                 #expect(sleeper.recorded.count == 2)
                 if fault == .headersNeverArrive {
                     // The server never closes these: each attempt's connection is closed by
-                    // the client when it gives up, none is left open.
-                    for await _ in raw.closes where raw.connectionCounts.closed == 3 { break }
-                    #expect(raw.connectionCounts.opened == 3)
+                    // the client when it gives up, none is left open. (Under load an attempt
+                    // can run out of time before its connection is even accepted, so there
+                    // may be fewer than 3.)
+                    for await _ in raw.closes where raw.connectionCounts.closed == raw.connectionCounts.opened { break }
+                    #expect((1...3).contains(raw.connectionCounts.opened))
                 }
             case (.decodingFailed(let excerpt), .decodingFailed(let failure)?):
                 #expect("\(failure)".contains(excerpt), "\(failure)")
