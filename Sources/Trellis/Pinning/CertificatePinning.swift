@@ -121,6 +121,13 @@ public struct PinnedHost: Sendable, Hashable {
         return tls
     }
 
+    /// Throws ``PinMismatch`` unless `leaf`, the certificate the server presented in a
+    /// completed handshake, satisfies the pins checked after the handshake.
+    func verify(_ leaf: NIOSSLCertificate?) throws {
+        guard let leaf else { throw PinMismatch(reason: "the server presented no certificate") }
+        if let reason = mismatch(of: leaf) { throw PinMismatch(reason: reason) }
+    }
+
     /// Why `leaf`, the certificate the server presented, does not satisfy the pins that are
     /// checked after the handshake, or `nil` when it does.
     ///

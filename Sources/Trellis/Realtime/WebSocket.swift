@@ -131,7 +131,6 @@ public final class WebSocketConnection: Sendable {
         var generation = 0
         /// Set by ``close(_:reason:)``: nothing is reconnected after it.
         var closedByUs = false
-        var peerClosure: WebSocketClosure?
     }
 
     private let state: NIOLockedValueBox<State>
@@ -162,9 +161,9 @@ public final class WebSocketConnection: Sendable {
         state.withLockedValue { $0.link.abort() }
     }
 
-    /// The peer's close frame, once one has arrived.
+    /// The peer's close frame on the current connection, once one has arrived.
     public var closure: WebSocketClosure? {
-        state.withLockedValue { $0.peerClosure ?? $0.link.peerClosure }
+        state.withLockedValue { $0.link.peerClosure }
     }
 
     /// Sends a text message.
@@ -233,10 +232,6 @@ public final class WebSocketConnection: Sendable {
 
     func current() -> (WebSocketLink, Int) {
         state.withLockedValue { ($0.link, $0.generation) }
-    }
-
-    func recordPeerClosure(_ closure: WebSocketClosure) {
-        state.withLockedValue { $0.peerClosure = closure }
     }
 
     var isClosedByUs: Bool {
@@ -318,8 +313,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                     }
                     try Task.checkCancellation()
                     // A close frame, or the end of the connection without one.
-                    if let closure = frames.closure {
-                        connection.recordPeerClosure(closure)
+                    if let closure = link.peerClosure {
                         guard !connection.isClosedByUs, let code = closure.code, code != .normalClosure else {
                             finished = true
                             return nil

@@ -120,8 +120,6 @@ final class WebSocketFrames {
     private var iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator
     /// Sends a close frame with this code, then closes: for a message Trellis refuses.
     private let refuse: @Sendable (WebSocketCloseCode, String) -> Void
-    /// The peer's close frame, once read.
-    private(set) var closure: WebSocketClosure?
 
     init(
         _ iterator: NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator,
@@ -166,7 +164,7 @@ final class WebSocketFrames {
                 var data = frame.unmaskedData
                 pending?.buffer.writeBuffer(&data)
             case .connectionClose:
-                closure = WebSocketClosure(frame)
+                // The control handler has recorded it (``WebSocketLink/peerClosure``).
                 return nil
             default:
                 continue
@@ -375,8 +373,8 @@ enum WebSocketDialer {
                             channel.close(promise: nil)
                         }
                         promise.futureResult.whenComplete { _ in deadline.cancel() }
-                        let upgradePipeline: @Sendable () throws -> Void = {
-                            try Self.addUpgradePipeline(
+                        let openingHandshake: @Sendable () throws -> Void = {
+                            try Self.addOpeningHandshake(
                                 to: channel,
                                 head: head,
                                 maximumFrameSize: maximumFrameSize,
@@ -388,17 +386,18 @@ enum WebSocketDialer {
                             let tls = try NIOSSLClientHandler(context: tlsContext, serverHostname: sniName)
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(
-                                HandshakeGate(pins: pins, promise: promise, onVerified: upgradePipeline)
+                                HandshakeGate(pins: pins, host: authority, promise: promise, onVerified: openingHandshake)
                             )
                         } else {
-                            try upgradePipeline()
+                            try openingHandshake()
                         }
                         return promise.futureResult
                     }
                 }
             result = try await upgrade.get()
         } catch {
-            throw Self.translate(error, host: authority, pinned: pins, request: request)
+            // The same SwiftNIO and SwiftNIO SSL errors as beneath AsyncHTTPClient.
+            throw AsyncHTTPClientTransport.translate(error, host: authority, timeout: request.timeout ?? .seconds(60), request: request, pins: pins)
         }
         switch result {
         case .upgraded(let asyncChannel, let channel, let closeFrame):
@@ -408,7 +407,7 @@ enum WebSocketDialer {
         }
     }
 
-    private static func addUpgradePipeline(
+    private static func addOpeningHandshake(
         to channel: any Channel,
         head: HTTPRequestHead,
         maximumFrameSize: Int,
@@ -433,12 +432,6 @@ enum WebSocketDialer {
         try channel.pipeline.syncOperations.addHandler(handshake)
     }
 
-    /// SwiftNIO's and SwiftNIO SSL's errors as ``TrellisError``, as the AsyncHTTPClient
-    /// transport reports them (the same stack lies beneath both).
-    static func translate(_ error: any Error, host: String, pinned pins: PinnedHost?, request: Request) -> any Error {
-        AsyncHTTPClientTransport.translate(error, host: host, timeout: request.timeout ?? .seconds(60), request: request, pins: pins)
-    }
-
     private static func isIPAddress(_ host: String) -> Bool {
         (try? SocketAddress(ipAddress: host, port: 0)) != nil
     }
@@ -451,12 +444,14 @@ private final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandle
     typealias InboundIn = NIOAny
 
     private let pins: PinnedHost?
+    private let host: String
     // Failing an already completed promise does nothing, so every path may call it.
     private let fail: (any Error) -> Void
     private let onVerified: () throws -> Void
 
-    init<Value>(pins: PinnedHost?, promise: EventLoopPromise<Value>, onVerified: @escaping () throws -> Void) {
+    init<Value>(pins: PinnedHost?, host: String, promise: EventLoopPromise<Value>, onVerified: @escaping () throws -> Void) {
         self.pins = pins
+        self.host = host
         self.fail = { promise.fail($0) }
         self.onVerified = onVerified
     }
@@ -467,11 +462,7 @@ private final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandle
             return
         }
         do {
-            if let pins {
-                let leaf = try context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate
-                guard let leaf else { throw PinMismatch(reason: "the server presented no certificate") }
-                if let reason = pins.mismatch(of: leaf) { throw PinMismatch(reason: reason) }
-            }
+            try pins?.verify(context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
             try onVerified()
         } catch {
@@ -487,7 +478,7 @@ private final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        fail(TrellisError.connectionFailed(ConnectionFailure(host: "", reason: "the server closed the connection during the TLS handshake")))
+        fail(TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "the server closed the connection during the TLS handshake")))
         context.fireChannelInactive()
     }
 }

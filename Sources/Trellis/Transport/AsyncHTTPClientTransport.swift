@@ -111,10 +111,7 @@ public final class AsyncHTTPClientTransport: Transport {
         // only delay the failure.
         configuration.connectionPool.retryConnectionEstablishment = false
         let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
-            channel.nioSSL_peerCertificate().flatMapThrowing { leaf in
-                guard let leaf else { throw PinMismatch(reason: "the server presented no certificate") }
-                if let reason = pins.mismatch(of: leaf) { throw PinMismatch(reason: reason) }
-            }.flatMapError { error in
+            channel.nioSSL_peerCertificate().flatMapThrowing(pins.verify).flatMapError { error in
                 channel.close(promise: nil)
                 return channel.eventLoop.makeFailedFuture(error)
             }
