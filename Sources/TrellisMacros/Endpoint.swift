@@ -50,6 +50,8 @@ struct Endpoint {
     let isFileUpload: Bool
     /// `@Retry(max:retriesNonIdempotentMethods:)`, as source text.
     let retry: (maximum: String, nonIdempotent: String?)?
+    /// `@Timeout(duration)`: the duration expression, as source text.
+    let timeout: String?
     /// A conversation rather than one response: `@WebSocket`, or a function returning an
     /// `EventStream`.
     let stream: StreamKind?
@@ -302,6 +304,17 @@ struct Endpoint {
             }
         }
 
+        // Timeout
+        var timeout: String?
+        if let attribute = attributes.first(where: { attributeName($0) == "Timeout" }) {
+            let arguments = attribute.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
+            if let duration = arguments.first, arguments.count == 1, duration.label == nil {
+                timeout = duration.expression.trimmedDescription
+            } else {
+                report(attribute, "timeoutArgument", "@Timeout takes one duration, as in @Timeout(.seconds(5))")
+            }
+        }
+
         // Conversations
         var stream: StreamKind?
         let returnType = function.signature.returnClause?.type
@@ -350,6 +363,7 @@ struct Endpoint {
             download: download,
             isFileUpload: isFileUpload,
             retry: retry,
+            timeout: timeout,
             stream: stream
         )
     }

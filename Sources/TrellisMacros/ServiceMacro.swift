@@ -177,6 +177,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             lines.append("__request.maximumRetries = \(retry.maximum)")
             if let flag = retry.nonIdempotent { lines.append("__request.retriesNonIdempotentMethods = \(flag)") }
         }
+        if let timeout = endpoint.timeout { lines.append("__request.timeout = \(timeout)") }
         switch (endpoint.download, endpoint.returnKind) {
         case _ where endpoint.stream != nil:
             switch endpoint.stream {

@@ -10,8 +10,13 @@ struct EventStreamParserTests {
     private func parse(_ text: String, chunked size: Int? = nil) -> [ServerSentEvent] {
         var parser = EventStreamParser()
         let bytes = Array(text.utf8)
-        guard let size else { return parser.parse(bytes) }
-        return stride(from: 0, to: bytes.count, by: size).flatMap { parser.parse(bytes[$0..<min($0 + size, bytes.count)]) }
+        do {
+            guard let size else { return try parser.parse(bytes) }
+            return try stride(from: 0, to: bytes.count, by: size).flatMap { try parser.parse(bytes[$0..<min($0 + size, bytes.count)]) }
+        } catch {
+            Issue.record("the parser threw \(error)")
+            return []
+        }
     }
 
     @Test func multiLineDataIsJoinedWithLineFeeds() {
@@ -41,9 +46,9 @@ struct EventStreamParserTests {
         #expect(parse(text, chunked: size) == [ServerSentEvent(data: "a\nb\nc"), ServerSentEvent(type: "x", data: "d")])
     }
 
-    @Test func retryTakesDigitsOnlyAndIdsWithNulAreIgnored() {
+    @Test func retryTakesDigitsOnlyAndIdsWithNulAreIgnored() throws {
         var parser = EventStreamParser()
-        let events = parser.parse(Array("retry: 2500\nid: a\u{0}b\ndata: x\n\nretry: 1.5\ndata: y\n\n".utf8))
+        let events = try parser.parse(Array("retry: 2500\nid: a\u{0}b\ndata: x\n\nretry: 1.5\ndata: y\n\n".utf8))
         #expect(events == [ServerSentEvent(data: "x", retry: .milliseconds(2500)), ServerSentEvent(data: "y")])
         #expect(parser.reconnectionTime == .milliseconds(2500))
         #expect(parser.lastEventID == nil)
@@ -106,8 +111,9 @@ struct ServerSentEventIntegrationTests {
             #expect(events.map(\.id) == ["1", "2", "3", "4", "5", "6"])
             #expect(events.map(\.type) == ["message", "even", "message", "even", "message", "even"])
             #expect(ticker.reconnectionHeaders == [nil, "3", "6"])
-            // The server's `retry: 25` sets the wait before each reconnection.
-            #expect(sleeper.recorded == [.milliseconds(25), .milliseconds(25)])
+            // The server's `retry: 25` is under the floor, which sets the wait instead; each
+            // connection brought events, so the waits do not grow.
+            #expect(sleeper.recorded == [EventStream<ServerSentEvent>.minimumReconnectionDelay, .milliseconds(250)])
         }
     }
 

@@ -50,7 +50,8 @@ struct ServiceIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func hostilePathValuesStayOneSegment(_ kind: TransportKind) async throws {
         try await withServices(kind) { _, probe in
-            for value in ["../admin", "a/b?x=1#f", " ", "..", ".", "100%", "ünï/cødé", "a+b=c;d"] {
+            // "." and ".." alone are refused (see the hostile-server tests).
+            for value in ["../admin", "a/b?x=1#f", " ", "...", ".a", "100%", "ünï/cødé", "a+b=c;d"] {
                 let echo = try await probe.segment(value: value)
                 #expect(echo.segments.count == 3, "\(value) became \(echo.path)")
                 #expect(echo.segments.last == value)

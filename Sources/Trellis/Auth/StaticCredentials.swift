@@ -10,20 +10,26 @@ public struct BasicAuthentication: Middleware {
     private let value: String
     private let origin: String?
 
-    /// Credentials for every request, or only for requests to `origin`'s scheme, host and port
-    /// when it is given (recommended: credentials then never follow a request elsewhere).
+    /// Credentials for requests to `origin`'s scheme, host and port, or, when none is given,
+    /// to the origin each call is made to: a redirect to another origin never carries them.
     public init(username: String, password: String, origin: URL? = nil) {
         self.value = "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
         self.origin = origin.flatMap(Request.origin(of:))
     }
 
+    /// Every hop: a redirect to another origin is decided afresh, without these credentials.
+    public var scope: MiddlewareScope { .hop }
+
     public func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard origin == nil || request.origin == origin else { return try await next(request) }
+        guard request.origin == (origin ?? request.callOrigin ?? request.origin) else { return try await next(request) }
         var request = request
-        request.headerFields[.authorization] = value
+        request.headerFields[.authorization] = nil
+        var field = HTTPField(name: .authorization, value: value)
+        field.indexingStrategy = .disallow
+        request.headerFields.append(field)
         return try await next(request)
     }
 }
@@ -47,7 +53,9 @@ public struct APIKey: Middleware {
     private let key: String
     private let origin: String?
 
-    /// A key sent in `placement`, to every origin or only to `origin`.
+    /// A key sent in `placement` to `origin`, or, when none is given, to the origin each call
+    /// is made to: a redirect to another origin never carries it. Logs and errors redact it
+    /// whatever its name.
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` when the header name is not a valid token
     ///   or the key holds CR, LF or NUL.
@@ -63,16 +71,25 @@ public struct APIKey: Middleware {
         self.origin = origin.flatMap(Request.origin(of:))
     }
 
+    /// Every hop: a redirect to another origin is decided afresh, without these credentials.
+    public var scope: MiddlewareScope { .hop }
+
     public func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard origin == nil || request.origin == origin else { return try await next(request) }
+        guard request.origin == (origin ?? request.callOrigin ?? request.origin) else { return try await next(request) }
         var request = request
         switch placement {
         case .header:
-            if let fieldName { request.headerFields[fieldName] = key }
+            if let fieldName {
+                request.headerFields[fieldName] = nil
+                var field = HTTPField(name: fieldName, value: key)
+                field.indexingStrategy = .disallow
+                request.headerFields.append(field)
+            }
         case .query(let name):
+            request.sensitiveQueryNames.insert(name)
             let item = PercentEncoding.queryComponent(name) + "=" + PercentEncoding.queryComponent(key)
             let path = request.head.path ?? "/"
             request.head.path = path + (path.contains("?") ? "&" : "?") + item

@@ -58,38 +58,3 @@ public struct CheckFailure: Sendable, CustomStringConvertible {
         return "\(name) did not hold for \(request)\(status): \(underlying)"
     }
 }
-
-extension Client {
-    /// Runs the client's preconditions, then the request's.
-    func checkPreconditions(of request: Request) async throws {
-        for precondition in preconditions + request.preconditions {
-            do {
-                try await precondition.check(request)
-            } catch {
-                throw TrellisError.preconditionFailed(CheckFailure(
-                    name: precondition.name,
-                    request: "\(request.method) \(RequestLog.redactedURL(request))",
-                    status: nil,
-                    underlying: error
-                ))
-            }
-        }
-    }
-
-    /// Runs the client's validations, then the request's, on a response whose status was
-    /// accepted.
-    func validate(_ response: Response<Data>, of request: Request) throws {
-        for validation in validations + request.validations {
-            do {
-                try validation.check(response, request)
-            } catch {
-                throw TrellisError.validationFailed(CheckFailure(
-                    name: validation.name,
-                    request: "\(request.method) \(RequestLog.redactedURL(request))",
-                    status: response.status.code,
-                    underlying: error
-                ))
-            }
-        }
-    }
-}

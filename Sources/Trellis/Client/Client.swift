@@ -4,92 +4,164 @@ public import Logging
 import NIOCore
 import NIOFoundationCompat
 
-/// Sends requests through an ordered chain of middlewares to a transport, and turns responses
-/// into values.
+/// Sends requests through its pipeline to a transport, and turns responses into values.
 ///
-/// A client holds every setting a service uses: the base URL, the transport, the middlewares,
-/// the JSON coders, the timeout, the buffering limit and the logger. Nothing is global: two
-/// clients in one process never see each other's settings.
+/// A client holds every setting a service uses: the base URL, the transport, the middlewares
+/// and a ``Configuration`` (timeouts, limits, coding, retries, redirects, access tokens,
+/// security, checks, logging). Nothing is global: two clients in one process never see each
+/// other's settings.
 ///
 /// ```swift
-/// let client = Client(
-///     baseURL: URL(string: "https://api.example.com/v1")!,
-///     middlewares: [UserAgent()],
-///     timeout: .seconds(20)
-/// )
+/// let client = Client(baseURL: URL(string: "https://api.example.com/v1")!, middlewares: [UserAgent()]) {
+///     $0.timeouts.request = .seconds(20)
+///     $0.retry = .standard
+/// }
 /// let blog = BlogService(client: client)
 /// ```
 public final class Client: Sendable {
-    /// 64 MiB: the default for ``maximumBodySize``.
+    /// 64 MiB: the default for ``Configuration/Limits/maximumBodySize``.
     public static let defaultMaximumBodySize = 64 * 1024 * 1024
 
     /// The URL every endpoint path is appended to (`https://api.example.com/v1` + `/posts`).
     public let baseURL: URL
     /// What sends requests over the network.
     public let transport: any Transport
-    /// The middlewares, outermost first.
+    /// The middlewares, outermost first (the client's, then those added with
+    /// ``adding(middlewares:)``), with the interceptors last.
     public let middlewares: [any Middleware]
+    /// The client's settings.
+    public let configuration: Configuration
+
     /// Encodes JSON request bodies.
-    public let encoder: JSONEncoder
+    public var encoder: JSONEncoder { configuration.coding.encoder }
     /// Decodes JSON response bodies.
-    public let decoder: JSONDecoder
-    /// How long a request may take, from sending to the last byte of a buffered body, unless
-    /// the request sets its own.
-    public let timeout: Duration
-    /// The largest response body the client reads into memory; streamed downloads are not
-    /// bound by it.
-    public let maximumBodySize: Int
-    /// Where requests and responses are logged, at debug level, with credentials redacted.
-    public let logger: Logger
+    public var decoder: JSONDecoder { configuration.coding.decoder }
+    /// How long a request may take unless it sets its own (``Configuration/Timeouts/request``).
+    public var timeout: Duration { configuration.timeouts.request }
+    /// The largest response body the client reads into memory.
+    public var maximumBodySize: Int { configuration.limits.maximumBodySize }
+    /// Where requests and responses are logged.
+    public var logger: Logger { configuration.logger }
     /// How access tokens are stored, sent and refreshed.
     public var accessTokens: AccessTokenSettings { authorizer.settings }
     /// How redirects are followed.
-    public let redirects: RedirectPolicy
-    /// How failed requests are retried (none by default); a request's own
-    /// ``Request/retryPolicy`` wins.
-    public let retryPolicy: RetryPolicy
-    /// The statuses a buffered call accepts; 200...299 by default.
-    public let acceptedStatuses: Set<Int>
-    /// Checks made before every request is sent.
-    public let preconditions: [Precondition]
-    /// Checks of every buffered response whose status was accepted.
-    public let validations: [ResponseValidation]
-    /// Whether plain `http://` requests may be sent (by default they may).
-    public let plainHTTP: PlainHTTPPolicy
-    /// The certificates and keys pinned per host, checked by the transport in each TLS
-    /// handshake.
-    public let pinning: CertificatePinning?
+    public var redirects: RedirectPolicy { configuration.redirects }
+    /// How failed requests are retried.
+    public var retryPolicy: RetryPolicy { configuration.retry }
+    /// The statuses a buffered call accepts.
+    public var acceptedStatuses: Set<Int> { configuration.validation.acceptedStatuses }
+    /// Whether plain `http://` requests may be sent.
+    public var plainHTTP: PlainHTTPPolicy { configuration.security.plainHTTP }
+    /// The certificates and keys pinned per host.
+    public var pinning: CertificatePinning? { configuration.security.pinning }
+
     /// Set when a transport was passed with pins other than ``pinning``: every request then
     /// fails with it rather than go out unchecked.
     let pinningConflict: TrellisError?
-
     let authorizer: AccessTokenAuthorizer
-
     let base: Result<BaseURL, TrellisError>
+    let pipeline: Pipeline
 
-    /// Creates a client.
+    /// Creates a client, set up by `configure` from the defaults.
     ///
     /// - Parameters:
     ///   - baseURL: an absolute `http` or `https` URL; a relative one makes every request fail
     ///     with ``TrellisError/invalidRequest(_:)`` before anything is sent.
     ///   - transport: defaults to ``Transports/platformDefault``: AsyncHTTPClient on Linux,
-    ///     URLSession on Apple platforms.
-    ///   - middlewares: run in order on the way out, in reverse on the way back.
-    ///   - beforeSending: an interceptor run after the middlewares, just before the transport.
-    ///   - onResponse: an interceptor that sees each response first, with its body in memory.
-    ///   - accessTokens: where tokens are stored, who refreshes them and when.
-    ///   - redirects: how many redirects to follow, and whether to follow https to http.
-    ///   - retryPolicy: when to send a failed request again; ``RetryPolicy/none`` by default.
-    ///   - acceptedStatuses: the statuses buffered calls accept (add 304, say).
-    ///   - preconditions: checks made before each request; a failing one means nothing is sent.
-    ///   - validations: checks of each buffered response; a failing one becomes the call's error.
-    ///   - plainHTTP: refuse unencrypted `http://` requests, to every host or all but loopback.
-    ///   - pinning: certificates and public keys pinned per host. Without a `transport`, the
-    ///     client makes a platform default transport of its own that checks them; a transport
-    ///     you pass must be made with the same pins
-    ///     (`AsyncHTTPClientTransport(pinning:)`, `URLSessionTransport(pinning:)`), or every
-    ///     request fails with ``TrellisError/invalidRequest(_:)``.
-    public init(
+    ///     URLSession on Apple platforms (one of its own when pins are configured).
+    ///   - middlewares: run in order on the way out, in reverse on the way back, each where its
+    ///     ``Middleware/scope`` says.
+    ///   - configure: changes the ``Configuration`` from its defaults.
+    public convenience init(
+        baseURL: URL,
+        transport: (any Transport)? = nil,
+        middlewares: [any Middleware] = [],
+        configure: (inout Configuration) -> Void = { _ in }
+    ) {
+        var configuration = Configuration()
+        configure(&configuration)
+        self.init(baseURL: baseURL, transport: transport, middlewares: middlewares, configuration: configuration)
+    }
+
+    /// Creates a client with a configuration made beforehand.
+    public convenience init(
+        baseURL: URL,
+        transport: (any Transport)? = nil,
+        middlewares: [any Middleware] = [],
+        configuration: Configuration
+    ) {
+        let pinning = configuration.security.pinning
+        let base = BaseURL.parse(baseURL)
+        self.init(
+            baseURL: baseURL,
+            base: base,
+            transport: transport ?? pinning.map(Transports.platformDefault(pinning:)) ?? Transports.platformDefault,
+            pinningConflict: Self.pinningConflict(pinning, transport: transport),
+            authorizer: AccessTokenAuthorizer(settings: configuration.accessTokens, base: try? base.get()),
+            middlewares: middlewares,
+            configuration: configuration
+        )
+    }
+
+    private init(
+        baseURL: URL,
+        base: Result<BaseURL, TrellisError>,
+        transport: any Transport,
+        pinningConflict: TrellisError?,
+        authorizer: AccessTokenAuthorizer,
+        middlewares: [any Middleware],
+        configuration: Configuration
+    ) {
+        self.baseURL = baseURL
+        self.base = base
+        self.transport = transport
+        self.pinningConflict = pinningConflict
+        self.authorizer = authorizer
+        self.configuration = configuration
+        var chain = middlewares
+        let interceptors = configuration.interceptors
+        if interceptors.beforeSending != nil || interceptors.onResponse != nil {
+            chain.append(InterceptorMiddleware(
+                beforeSending: interceptors.beforeSending,
+                onResponse: interceptors.onResponse,
+                maximumBodySize: configuration.limits.maximumBodySize
+            ))
+        }
+        self.middlewares = chain
+        let reference = ClientReference()
+        self.pipeline = Pipeline(
+            Pipeline.Settings(
+                middlewares: chain,
+                configuration: configuration,
+                authorizer: authorizer,
+                client: reference,
+                pinningConflict: pinningConflict
+            ),
+            transport: transport
+        )
+        reference.client = self
+    }
+
+    /// A client like this one with `extra` run after its own middlewares, sharing its
+    /// transport (and so its connections), its token storage and refreshes, and its settings.
+    /// A service derives its client this way for its interceptors.
+    public func adding(middlewares extra: [any Middleware]) -> Client {
+        guard !extra.isEmpty else { return self }
+        return Client(
+            baseURL: baseURL,
+            base: base,
+            transport: transport,
+            pinningConflict: pinningConflict,
+            authorizer: authorizer,
+            // The interceptors are already a middleware of ours, so they are not added twice.
+            middlewares: middlewares + extra,
+            configuration: { var plain = configuration; plain.interceptors = .init(); return plain }()
+        )
+    }
+
+    /// Creates a client from every setting at once: the spelling of earlier releases. New code
+    /// reads better with ``init(baseURL:transport:middlewares:configure:)``.
+    public convenience init(
         baseURL: URL,
         transport: (any Transport)? = nil,
         middlewares: [any Middleware] = [],
@@ -109,99 +181,30 @@ public final class Client: Sendable {
         plainHTTP: PlainHTTPPolicy = .allowed,
         pinning: CertificatePinning? = nil
     ) {
-        self.plainHTTP = plainHTTP
-        self.pinning = pinning
-        self.pinningConflict = Self.pinningConflict(pinning, transport: transport)
-        self.retryPolicy = retryPolicy
-        self.acceptedStatuses = acceptedStatuses
-        self.preconditions = preconditions
-        self.validations = validations
-        self.baseURL = baseURL
-        self.base = BaseURL.parse(baseURL)
-        self.authorizer = AccessTokenAuthorizer(settings: accessTokens, base: try? base.get())
-        self.redirects = redirects
-        self.transport = transport ?? pinning.map(Transports.platformDefault(pinning:)) ?? Transports.platformDefault
-        var chain = middlewares
-        if beforeSending != nil || onResponse != nil {
-            chain.append(
-                InterceptorMiddleware(beforeSending: beforeSending, onResponse: onResponse, maximumBodySize: maximumBodySize)
-            )
-        }
-        self.middlewares = chain
-        self.encoder = encoder
-        self.decoder = decoder
-        self.timeout = timeout
-        self.maximumBodySize = maximumBodySize
-        self.logger = logger
+        var configuration = Configuration()
+        configuration.coding = .init(encoder: encoder, decoder: decoder)
+        configuration.timeouts.request = timeout
+        configuration.limits.maximumBodySize = maximumBodySize
+        configuration.logger = logger
+        configuration.interceptors = .init(beforeSending: beforeSending, onResponse: onResponse)
+        configuration.accessTokens = accessTokens
+        configuration.redirects = redirects
+        configuration.retry = retryPolicy
+        configuration.validation = .init(acceptedStatuses: acceptedStatuses, preconditions: preconditions, validations: validations)
+        configuration.security = .init(plainHTTP: plainHTTP, pinning: pinning)
+        self.init(baseURL: baseURL, transport: transport, middlewares: middlewares, configuration: configuration)
     }
 
     // MARK: Streaming
 
-    /// Sends a request through the middlewares and the transport and returns the response as
-    /// it arrives, whatever its status, with the body still to be read.
+    /// Sends a request through the pipeline and returns the response as it arrives, whatever
+    /// its status, with the body still to be read.
     ///
-    /// The timeout covers the time until the response head arrives; reading the body is up to
-    /// the caller. The other methods buffer, validate and decode.
-    ///
-    /// - Parameter extraMiddlewares: run after the client's own, closest to the transport (a
-    ///   service's interceptors use this).
-    public func send(
-        _ request: Request,
-        middlewares extraMiddlewares: [any Middleware] = []
-    ) async throws -> Response<ResponseBody> {
-        try await checkPreconditions(of: request)
-        return try await withRetries(of: request) {
-            try await self.sendOnce(request, middlewares: extraMiddlewares)
-        } head: { response in
-            response.head
-        } discard: { response in
-            await response.body.discard()
-        }
-    }
-
-    /// One attempt: the middlewares, the token, the redirects and the transport.
-    private func sendOnce(
-        _ request: Request,
-        middlewares extraMiddlewares: [any Middleware]
-    ) async throws -> Response<ResponseBody> {
-        try Task.checkCancellation()
-        var request = request
-        let limit = request.timeout ?? timeout
-        request.timeout = limit
-        if request.deadline == nil { request.deadline = .now + limit }
-        if let type = request.body?.defaultContentType, request.headerFields[.contentType] == nil {
-            request.headerFields[.contentType] = type
-        }
-        return try await runChain(request, at: 0, extra: extraMiddlewares)
-    }
-
-    /// Runs `request` through the middlewares from `index` on, then the access token, then
-    /// `terminal` when one is given (a WebSocket upgrade), else redirects and the transport.
-    func runChain(
-        _ request: Request,
-        at index: Int,
-        extra: [any Middleware],
-        terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)? = nil
-    ) async throws -> Response<ResponseBody> {
-        let middleware: any Middleware
-        if index < middlewares.count {
-            middleware = middlewares[index]
-        } else if index - middlewares.count < extra.count {
-            middleware = extra[index - middlewares.count]
-        } else {
-            // The built-in last stages: the access token goes on after every middleware has
-            // seen the request, and redirects are followed closest to the wire so that each hop
-            // is checked for its origin.
-            return try await authorizer.send(request, client: self) { authorized in
-                if let terminal { return try await terminal(authorized) }
-                return try await self.redirects.send(authorized) { hop in
-                    try await self.sendOverTransport(hop)
-                }
-            }
-        }
-        return try await middleware.intercept(request) { next in
-            try await self.runChain(next, at: index + 1, extra: extra, terminal: terminal)
-        }
+    /// The timeout covers the time until the response head arrives; the body then fails with
+    /// ``TrellisError/timedOut(_:)`` when no byte comes for the idle timeout while it is read.
+    /// The other methods buffer, validate and decode.
+    public func send(_ request: Request) async throws -> Response<ResponseBody> {
+        try await pipeline.send(request)
     }
 
     private static func pinningConflict(_ pinning: CertificatePinning?, transport: (any Transport)?) -> TrellisError? {
@@ -219,28 +222,6 @@ public final class Client: Sendable {
         ))
     }
 
-    private func sendOverTransport(_ request: Request) async throws -> Response<ResponseBody> {
-        try Task.checkCancellation()
-        if let pinningConflict { throw pinningConflict }
-        if plainHTTP != .allowed {
-            try plainHTTP.check(request)
-        }
-        guard logger.logLevel <= .debug else {
-            return try await transport.send(request)
-        }
-        logger.debug("\(RequestLog.describe(request))")
-        let started = ContinuousClock.now
-        do {
-            let response = try await transport.send(request)
-            let elapsed = ContinuousClock.now - started
-            logger.debug("\(RequestLog.describe(response.head, for: request, after: elapsed))")
-            return response
-        } catch {
-            logger.debug("\(request.method) \(request.urlString) failed: \(error)")
-            throw error
-        }
-    }
-
     // MARK: Buffered
 
     /// Sends a request and returns its response with the body in memory, after checking the
@@ -251,12 +232,8 @@ public final class Client: Sendable {
     /// - Throws: ``TrellisError/unacceptableStatus(_:)`` for a status outside 200...299 (and
     ///   outside `extraAcceptedStatuses`), ``TrellisError/responseTooLarge(_:)``, and the
     ///   transport's errors.
-    public func data(
-        for request: Request,
-        middlewares extraMiddlewares: [any Middleware] = [],
-        accepting extraAcceptedStatuses: Set<Int> = []
-    ) async throws -> Response<Data> {
-        let buffered = try await buffered(request, extraMiddlewares, accepting: extraAcceptedStatuses)
+    public func data(for request: Request, accepting extraAcceptedStatuses: Set<Int> = []) async throws -> Response<Data> {
+        let buffered = try await buffered(request, accepting: extraAcceptedStatuses)
         return buffered.withBody(Data(buffer: buffered.body, byteTransferStrategy: .noCopy))
     }
 
@@ -264,102 +241,43 @@ public final class Client: Sendable {
     ///
     /// `Data` gets the raw bytes, `String` the text, and an `Optional` is `nil` for 204, 404 or
     /// an empty body. Any other `Decodable` is decoded as JSON with ``decoder``.
-    public func value<Value: Decodable>(
-        for request: Request,
-        as type: Value.Type = Value.self,
-        middlewares extraMiddlewares: [any Middleware] = []
-    ) async throws -> Value {
-        try await response(for: request, as: type, middlewares: extraMiddlewares).body
+    public func value<Value: Decodable>(for request: Request, as type: Value.Type = Value.self) async throws -> Value {
+        try await response(for: request, as: type).body
     }
 
     /// Sends a request and returns the status and headers with the decoded body.
-    public func response<Value: Decodable>(
-        for request: Request,
-        as type: Value.Type = Value.self,
-        middlewares extraMiddlewares: [any Middleware] = []
-    ) async throws -> Response<Value> {
+    public func response<Value: Decodable>(for request: Request, as type: Value.Type = Value.self) async throws -> Response<Value> {
         let acceptsMissing = Value.self is any OptionalDecodable.Type
-        let buffered = try await buffered(request, extraMiddlewares, accepting: acceptsMissing ? [404] : [])
+        let buffered = try await buffered(request, accepting: acceptsMissing ? [404] : [])
         return buffered.withBody(try decodeBody(buffered, as: Value.self))
     }
 
     /// Sends a request and returns its status and headers; the body, if any, is read and
     /// dropped.
-    public func response(
-        for request: Request,
-        middlewares extraMiddlewares: [any Middleware] = []
-    ) async throws -> Response<Void> {
-        Response(head: try await buffered(request, extraMiddlewares, accepting: []).head)
+    public func response(for request: Request) async throws -> Response<Void> {
+        Response(head: try await buffered(request, accepting: []).head)
     }
 
     /// Sends a request for its effect alone.
-    public func perform(_ request: Request, middlewares extraMiddlewares: [any Middleware] = []) async throws {
-        _ = try await buffered(request, extraMiddlewares, accepting: [])
+    public func perform(_ request: Request) async throws {
+        _ = try await buffered(request, accepting: [])
     }
 
-    private func buffered(
-        _ request: Request,
-        _ extraMiddlewares: [any Middleware],
-        accepting extraStatuses: Set<Int>
-    ) async throws -> Response<ByteBuffer> {
-        try await checkPreconditions(of: request)
-        let limit = request.timeout ?? timeout
-        let response = try await withRetries(of: request) {
-            // Each attempt has the whole timeout, body included.
-            try await Deadline.run(limit, describing: request) {
-                let response = try await self.sendOnce(request, middlewares: extraMiddlewares)
-                return response.withBody(try await response.body.collect(upTo: self.maximumBodySize))
-            }
-        } head: { response in
-            response.head
-        } discard: { _ in
-        }
-        let code = response.status.code
+    private func buffered(_ request: Request, accepting extraStatuses: Set<Int>) async throws -> Response<ByteBuffer> {
+        var request = request
+        request.bufferLimit = maximumBodySize
+        let response = try await pipeline.send(request)
+        // The retry stage read the body within the deadline: it is in memory already.
+        let buffered = response.withBody(try await response.body.collect(upTo: maximumBodySize))
+        let code = buffered.status.code
         guard (request.acceptedStatuses ?? acceptedStatuses).contains(code) || extraStatuses.contains(code) else {
-            throw statusFailure(response, for: request)
+            throw statusFailure(buffered, for: request)
         }
-        if !validations.isEmpty || !request.validations.isEmpty {
-            try validate(response.withBody(Data(buffer: response.body)), of: request)
+        if code == 206, request.headerFields[.range] == nil {
+            // Part of a body, for a request that asked for all of it, is not the answer.
+            throw statusFailure(buffered, for: request)
         }
-        return response
-    }
-
-    /// Runs `attempt` until it succeeds with a status that is not retried, fails with an
-    /// error that is not retried, or the policy says stop; between attempts, waits as the
-    /// policy says (cancelling the task ends the wait).
-    private func withRetries<Outcome>(
-        of request: Request,
-        _ attempt: () async throws -> Outcome,
-        head: (Outcome) -> HTTPResponse,
-        discard: (Outcome) async -> Void
-    ) async throws -> Outcome {
-        let policy = request.retryPolicy ?? retryPolicy
-        guard policy.allowsRetrying(request) else { return try await attempt() }
-        var retry = 0
-        var waited = Duration.zero
-        while true {
-            let wait: Duration
-            do {
-                let outcome = try await attempt()
-                let response = head(outcome)
-                guard policy.retryableStatuses.contains(response.status.code),
-                    let delay = policy.delay(beforeRetry: retry, after: response, waitedSoFar: waited)
-                else { return outcome }
-                await discard(outcome)
-                wait = delay
-                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
-            } catch {
-                guard policy.isRetryable(error), let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited) else {
-                    throw error
-                }
-                wait = delay
-                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(error), retry \(retry + 1) in \(delay)")
-            }
-            try await policy.sleep(wait)
-            try Task.checkCancellation()
-            waited += wait
-            retry += 1
-        }
+        return buffered
     }
 
     func statusFailure(_ response: Response<ByteBuffer>, for request: Request) -> TrellisError {

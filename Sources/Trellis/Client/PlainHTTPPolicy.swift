@@ -33,7 +33,7 @@ public enum PlainHTTPPolicy: Sendable, Equatable {
     }
 
     static func isLoopback(_ host: String) -> Bool {
-        let lowered = host.lowercased()
+        let lowered = CanonicalHost.form(host)
         if lowered == "localhost" || lowered.hasSuffix(".localhost") || lowered == "::1" { return true }
         let octets = lowered.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }

@@ -116,11 +116,13 @@ public struct RetryPolicy: Sendable {
             guard asked <= maximumDelay else { return nil }
             wait = asked
         } else {
+            // In seconds as a Double, capped before it becomes a Duration again: a hundred
+            // doublings overflow any Duration.
             let growth = pow(multiplier, Double(retry))
-            let full = min(initialDelay * growth, maximumDelay)
-            wait = full * (1 - jitter * random())
+            let full = min(initialDelay.inSeconds * growth, maximumDelay.inSeconds)
+            wait = .saturating(seconds: full * (1 - jitter * random()))
         }
-        guard waitedSoFar + wait <= maximumTotalDelay else { return nil }
+        guard waitedSoFar.inSeconds + wait.inSeconds <= maximumTotalDelay.inSeconds else { return nil }
         return wait
     }
 }
@@ -129,12 +131,13 @@ public struct RetryPolicy: Sendable {
 enum RetryAfter {
     static func delay(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Int(trimmed) {
-            return seconds >= 0 ? .seconds(seconds) : nil
+        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+            // delay-seconds is digits only; a number too long for any integer is a very long wait.
+            return .saturating(seconds: Double(trimmed) ?? .infinity)
         }
         guard let date = HTTPDate.parse(trimmed) else { return nil }
         let interval = date.timeIntervalSince(now)
-        return .milliseconds(Int64(max(0, interval) * 1000))
+        return .saturating(seconds: interval)
     }
 }
 

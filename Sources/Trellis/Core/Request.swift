@@ -54,12 +54,14 @@ public struct Request: Sendable {
         let acceptedStatuses: Set<Int>?
         let preconditions: [Precondition]
         let validations: [ResponseValidation]
+        let sensitiveQueryNames: Set<String>
 
-        init(retryPolicy: RetryPolicy?, acceptedStatuses: Set<Int>?, preconditions: [Precondition], validations: [ResponseValidation]) {
-            self.retryPolicy = retryPolicy
-            self.acceptedStatuses = acceptedStatuses
-            self.preconditions = preconditions
-            self.validations = validations
+        init(_ values: MutableChecks) {
+            self.retryPolicy = values.retryPolicy
+            self.acceptedStatuses = values.acceptedStatuses
+            self.preconditions = values.preconditions
+            self.validations = values.validations
+            self.sensitiveQueryNames = values.sensitiveQueryNames
         }
     }
 
@@ -68,6 +70,7 @@ public struct Request: Sendable {
         var acceptedStatuses: Set<Int>?
         var preconditions: [Precondition] = []
         var validations: [ResponseValidation] = []
+        var sensitiveQueryNames: Set<String> = []
     }
 
     private mutating func updateChecks(_ change: (inout MutableChecks) -> Void) {
@@ -75,19 +78,30 @@ public struct Request: Sendable {
             retryPolicy: checks?.retryPolicy,
             acceptedStatuses: checks?.acceptedStatuses,
             preconditions: checks?.preconditions ?? [],
-            validations: checks?.validations ?? []
+            validations: checks?.validations ?? [],
+            sensitiveQueryNames: checks?.sensitiveQueryNames ?? []
         )
         change(&values)
-        checks = Checks(
-            retryPolicy: values.retryPolicy,
-            acceptedStatuses: values.acceptedStatuses,
-            preconditions: values.preconditions,
-            validations: values.validations
-        )
+        checks = Checks(values)
     }
 
-    /// When the response head must have arrived, fixed once by the client when it starts
-    /// sending, so that redirects and token replays share one time limit.
+    /// Query parameter names whose values logs and errors redact, beyond the well-known ones
+    /// (an ``APIKey`` sent in a query parameter of your choosing adds its name).
+    var sensitiveQueryNames: Set<String> {
+        get { checks?.sensitiveQueryNames ?? [] }
+        set { updateChecks { $0.sensitiveQueryNames = newValue } }
+    }
+
+    /// The origin the call was made to, before any redirect: credentials given without an
+    /// origin of their own are sent to it alone.
+    var callOrigin: String?
+
+    /// For a buffered call, the most bytes its body may hold: each attempt then reads the
+    /// whole body within the timeout. `nil` for a streamed call.
+    var bufferLimit: Int?
+
+    /// When the response head must have arrived, fixed by the retry stage for each attempt, so
+    /// that its redirects and token replays share one time limit.
     var deadline: ContinuousClock.Instant?
 
     /// Creates a request for an absolute URL.

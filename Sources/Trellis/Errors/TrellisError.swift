@@ -192,8 +192,20 @@ public struct TimeoutFailure: Sendable, CustomStringConvertible {
     public let timeout: Duration
     /// The method and URL of the request.
     public let request: String
+    /// What the request was waiting for when its time ran out (the next byte of a streamed
+    /// body, say); `nil` for the whole exchange.
+    public var waitingFor: String?
 
-    public var description: String { "\(request) timed out after \(timeout)" }
+    init(timeout: Duration, request: String, waitingFor: String? = nil) {
+        self.timeout = timeout
+        self.request = request
+        self.waitingFor = waitingFor
+    }
+
+    public var description: String {
+        let waiting = waitingFor.map { " waiting for \($0)" } ?? ""
+        return "\(request) timed out after \(timeout)\(waiting)"
+    }
 }
 
 /// A connection that could not be made or broke down.
@@ -204,6 +216,10 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
     public let reason: String
     /// The error the transport reported.
     public let underlying: (any Error)?
+    /// Whether the connection broke in a way a connection the server had already closed
+    /// (a stale pooled keep-alive connection) breaks, before any byte of a response: such a
+    /// request is sent once more on a fresh connection, whatever the retry policy.
+    var mayBeStaleConnection = false
 
     /// Creates a failure description.
     public init(host: String, reason: String, underlying: (any Error)? = nil) {
@@ -246,10 +262,18 @@ public struct ResponseTooLarge: Sendable, CustomStringConvertible {
     public let limit: Int
     /// The length the server announced, if it did.
     public let announcedLength: Int64?
+    /// What was too large: the response body, or one server-sent event of a stream.
+    public var subject = "the response body"
+
+    init(limit: Int, announcedLength: Int64?, subject: String = "the response body") {
+        self.limit = limit
+        self.announcedLength = announcedLength
+        self.subject = subject
+    }
 
     public var description: String {
         let announced = announcedLength.map { " (announced \($0) bytes)" } ?? ""
-        return "the response body is larger than the limit of \(limit) bytes\(announced)"
+        return "\(subject) is larger than the limit of \(limit) bytes\(announced)"
     }
 }
 

@@ -14,24 +14,42 @@ enum RequestLog {
 
     static let redacted = "<redacted>"
 
+    /// A field's value as logs show it: redacted when its name is a known secret, or when
+    /// whoever set it marked it sensitive (`indexingStrategy = .disallow`, as ``APIKey`` does
+    /// for a header name of your choosing).
     static func value(of field: HTTPField) -> String {
-        redactedFields.contains(field.name) ? redacted : field.value
+        redactedFields.contains(field.name) || field.indexingStrategy == .disallow ? redacted : field.value
     }
 
-    /// The URL with any user info and secret query values removed.
+    /// The URL with any user info and secret query values removed: the known names and any
+    /// the request marks secret (``APIKey`` in a query parameter of your choosing).
     static func redactedURL(_ request: Request) -> String {
         var authority = Substring(request.head.authority ?? "")
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        return (request.head.scheme ?? "https") + "://" + authority + redactedPath(request.head.path ?? "/")
+        let path = redactedPath(request.head.path ?? "/", also: request.sensitiveQueryNames)
+        return (request.head.scheme ?? "https") + "://" + authority + path
     }
 
-    private static func redactedPath(_ path: String) -> String {
+    /// Any absolute URL (a redirect's target, say) with user info and secret query values
+    /// removed.
+    static func redactedURL(_ url: String, also names: Set<String> = []) -> String {
+        guard let schemeEnd = url.range(of: "://") else { return redactedPath(url, also: names) }
+        let rest = url[schemeEnd.upperBound...]
+        let pathStart = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        var authority = rest[..<pathStart]
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var path = rest[pathStart...]
+        if let hash = path.firstIndex(of: "#") { path = path[..<hash] }
+        return url[..<schemeEnd.upperBound] + authority + redactedPath(String(path), also: names)
+    }
+
+    private static func redactedPath(_ path: String, also names: Set<String>) -> String {
         guard let question = path.firstIndex(of: "?") else { return path }
         let items = path[path.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false).map { item in
-            guard let equals = item.firstIndex(of: "="),
-                redactedQueryNames.contains(item[..<equals].removingPercentEncoding?.lowercased() ?? "")
-            else { return String(item) }
-            return item[...equals] + redacted
+            let name = String(item[..<(item.firstIndex(of: "=") ?? item.endIndex)])
+            let decoded = name.removingPercentEncoding ?? name
+            guard redactedQueryNames.contains(decoded.lowercased()) || names.contains(decoded) else { return String(item) }
+            return name + "=" + redacted
         }
         return path[...question] + items.joined(separator: "&")
     }
@@ -59,11 +77,16 @@ enum RequestLog {
 }
 
 extension Request {
-    /// The request as a `curl` command line, with `Authorization`, `Cookie` and
-    /// `Proxy-Authorization` values redacted, for pasting into a terminal or a bug report.
-    ///
-    /// A body held in memory is shown as text when it is UTF-8, a streamed body is not shown.
+    /// The request as a `curl` command line, for pasting into a terminal or a bug report,
+    /// with credentials redacted and without its body (which may hold a password or a refresh
+    /// token): ``cURLDescription(includingBody:)`` adds it when you ask.
     public var cURLDescription: String {
+        cURLDescription(includingBody: false)
+    }
+
+    /// The request as a `curl` command line with credentials redacted; with `includingBody`, a
+    /// body held in memory is shown as text when it is UTF-8 (a streamed body never is).
+    public func cURLDescription(includingBody: Bool) -> String {
         var parts = ["curl"]
         if method == .head {
             parts.append("--head")
@@ -73,7 +96,10 @@ extension Request {
         for field in headerFields {
             parts.append("-H " + Self.shellQuoted("\(field.name): \(RequestLog.value(of: field))"))
         }
-        if let bytes = body?.bytes {
+        if !includingBody, let body {
+            parts.append("--data-binary @- # body left out: \(body.length.map { "\($0) bytes" } ?? "streamed")")
+        }
+        if includingBody, let bytes = body?.bytes {
             let text = String(decoding: bytes.readableBytesView, as: UTF8.self)
             if text.utf8.elementsEqual(bytes.readableBytesView) {
                 parts.append("--data-binary " + Self.shellQuoted(text))

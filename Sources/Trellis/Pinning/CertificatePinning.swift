@@ -33,7 +33,7 @@ public struct CertificatePinning: Sendable, Hashable {
             try HostPattern.validate(pattern)
         }
         self.hosts = hosts
-        self.excludedHosts = excludedHosts.map { $0.lowercased() }
+        self.excludedHosts = excludedHosts.map(HostPattern.canonical)
     }
 
     /// The pins that apply to `host`, or `nil` when it is left to system trust.
@@ -43,7 +43,7 @@ public struct CertificatePinning: Sendable, Hashable {
 
     /// The position in ``hosts`` of the pins for `host`.
     func index(for host: String) -> Int? {
-        let host = host.lowercased()
+        let host = CanonicalHost.form(host)
         if excludedHosts.contains(where: { HostPattern.matches($0, host: host) }) { return nil }
         return hosts.firstIndex { HostPattern.matches($0.pattern, host: host) }
     }
@@ -90,7 +90,7 @@ public struct PinnedHost: Sendable, Hashable {
                 "\(pattern) pins both CA certificates and server certificates; pin one kind (or the server's public key)"
             )
         }
-        self.pattern = pattern.lowercased()
+        self.pattern = HostPattern.canonical(pattern)
         self.certificates = certificates
         self.publicKeys = publicKeys
     }
@@ -290,7 +290,16 @@ enum HostPattern {
         }
     }
 
-    /// Whether `host` (lowercased) matches `pattern` (lowercased).
+    /// A pattern in the form hosts are compared in (``CanonicalHost``): the wildcard kept, the
+    /// rest canonical.
+    static func canonical(_ pattern: String) -> String {
+        for wildcard in ["**.", "*."] where pattern.hasPrefix(wildcard) {
+            return wildcard + CanonicalHost.form(String(pattern.dropFirst(wildcard.count)))
+        }
+        return CanonicalHost.form(pattern)
+    }
+
+    /// Whether `host` (canonical) matches `pattern` (canonical).
     static func matches(_ pattern: String, host: String) -> Bool {
         if pattern.hasPrefix("**.") {
             let suffix = pattern.dropFirst(2)

@@ -14,6 +14,14 @@ import NIOCore
 /// ``RetryPolicy/sleep``, so a test can inject its clock; a reconnection that fails to connect
 /// throws.
 ///
+/// A server cannot make the stream spin or swell: the wait is never shorter than
+/// ``minimumReconnectionDelay`` (whatever `retry` says) and doubles, up to
+/// ``maximumReconnectionDelay``, for each connection in a row that brought no event; an event
+/// larger than the client's ``Client/Configuration/Limits/maximumEventSize`` fails the stream
+/// with ``TrellisError/responseTooLarge(_:)``; and a connection that goes without a byte for the
+/// idle timeout fails with ``TrellisError/timedOut(_:)`` (a server keeps a quiet stream open with
+/// comment lines).
+///
 /// ```swift
 /// for try await quote in client.events(for: request, as: Quote.self) {
 ///     print(quote.symbol, quote.price)
@@ -22,6 +30,10 @@ import NIOCore
 public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
     /// The wait before reconnecting when the server has not set one with `retry`.
     public static var defaultReconnectionDelay: Duration { .seconds(3) }
+    /// The shortest wait before reconnecting, whatever the server asks for.
+    public static var minimumReconnectionDelay: Duration { .milliseconds(250) }
+    /// The longest the wait grows to while connections bring no event.
+    public static var maximumReconnectionDelay: Duration { .seconds(60) }
 
     let client: Client
     let request: Request
@@ -35,14 +47,19 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
     /// Reads events one connection at a time.
     public struct Iterator: AsyncIteratorProtocol {
         let stream: EventStream
-        private var parser = EventStreamParser()
+        private var parser: EventStreamParser
         private var body: ChunkIterator?
         private var pending: [ServerSentEvent] = []
         private var connections = 0
         private var finished = false
 
+        /// Connections in a row that ended without an event.
+        private var fruitlessConnections = 0
+        private var eventsOnThisConnection = false
+
         init(stream: EventStream) {
             self.stream = stream
+            self.parser = EventStreamParser(maximumEventSize: stream.client.configuration.limits.maximumEventSize)
         }
 
         public mutating func next() async throws -> Element? {
@@ -59,14 +76,19 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
                 do {
                     if let chunk = try await current.next() {
                         body = current
-                        pending = parser.parse(chunk.readableBytesView)
+                        pending = try parser.parse(chunk.readableBytesView)
+                        if !pending.isEmpty { eventsOnThisConnection = true }
                         continue
                     }
                 } catch is CancellationError {
                     finished = true
                     throw CancellationError()
                 } catch let error as TrellisError {
-                    if !stream.reconnects { throw error }
+                    // An event too large is the server's doing, and would only come again.
+                    if !stream.reconnects || Self.isTooLarge(error) {
+                        finished = true
+                        throw error
+                    }
                 }
                 // The connection ended (or broke): what was unfinished is dropped.
                 body = nil
@@ -76,9 +98,25 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
                     finished = true
                     return nil
                 }
-                try await stream.client.retryPolicy.sleep(parser.reconnectionTime ?? EventStream.defaultReconnectionDelay)
+                fruitlessConnections = eventsOnThisConnection ? 0 : fruitlessConnections + 1
+                eventsOnThisConnection = false
+                try await stream.client.retryPolicy.sleep(reconnectionDelay())
             }
             return nil
+        }
+
+        /// The server's `retry` (or the default), at least the minimum, doubled for each
+        /// connection in a row that brought no event.
+        private func reconnectionDelay() -> Duration {
+            let asked = Swift.max(parser.reconnectionTime ?? EventStream.defaultReconnectionDelay, EventStream.minimumReconnectionDelay)
+            let ceiling = Swift.max(asked, EventStream.maximumReconnectionDelay)
+            let doublings = Double(Swift.max(0, fruitlessConnections - 1))
+            return Swift.min(asked.saturatingMultiplied(by: pow(2, Swift.min(doublings, 64))), ceiling)
+        }
+
+        private static func isTooLarge(_ error: TrellisError) -> Bool {
+            if case .responseTooLarge = error { return true }
+            return false
         }
 
         private mutating func connect() async throws {

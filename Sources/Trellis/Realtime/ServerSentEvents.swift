@@ -25,7 +25,8 @@ public struct ServerSentEvent: Sendable, Equatable {
 /// UTF-8 with an optional leading BOM, lines ending in CRLF, LF or CR (also when a chunk ends
 /// between CR and LF), comments, `data` lines joined by LF, `id` without NUL, `retry` in
 /// digits only, and a block without data dispatching nothing. An unfinished block at the end of
-/// the stream is dropped.
+/// the stream is dropped. An event (its lines and data together) larger than
+/// ``maximumEventSize`` fails the stream rather than grow without bound.
 struct EventStreamParser {
     private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
@@ -42,16 +43,27 @@ struct EventStreamParser {
     /// The reconnection time the server asked for, if it did.
     private(set) var reconnectionTime: Duration?
 
-    init(lastEventID: String? = nil) {
+    /// The most bytes one event may take: its unfinished line, its data and its type.
+    let maximumEventSize: Int
+
+    init(lastEventID: String? = nil, maximumEventSize: Int = EventStreamParser.defaultMaximumEventSize) {
         self.lastEventID = lastEventID
+        self.maximumEventSize = max(1, maximumEventSize)
     }
 
+    /// 1 MiB.
+    static let defaultMaximumEventSize = 1024 * 1024
+
     /// Parses `bytes`, returning the events they complete.
-    mutating func parse(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
+    ///
+    /// - Throws: ``TrellisError/responseTooLarge(_:)`` when an event grows past
+    ///   ``maximumEventSize``; the parser must not be used after that.
+    mutating func parse(_ bytes: some Sequence<UInt8>) throws -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
             guard var held = start else {
                 consume(byte, into: &events)
+                try checkSize()
                 continue
             }
             held.append(byte)
@@ -61,8 +73,16 @@ struct EventStreamParser {
             }
             start = nil
             for heldByte in held { consume(heldByte, into: &events) }
+            try checkSize()
         }
         return events
+    }
+
+    private func checkSize() throws {
+        guard line.count + data.count + type.utf8.count > maximumEventSize else { return }
+        throw TrellisError.responseTooLarge(ResponseTooLarge(
+            limit: maximumEventSize, announcedLength: nil, subject: "a server-sent event"
+        ))
     }
 
     /// Starts a new connection: a partial line or block of the old one is dropped, the last

@@ -221,6 +221,9 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
     private var pongDeadline: Scheduled<Void>?
     private var closeSent = false
     private let closeFrame: NIOLockedValueBox<WebSocketClosure?>
+    /// The payload of the latest ping not yet answered.
+    private var pendingPong: ByteBuffer?
+    private var pongInFlight = false
 
     init(pingInterval: Duration?, pingTimeout: Duration, closeFrame: NIOLockedValueBox<WebSocketClosure?>) {
         self.pingInterval = pingInterval
@@ -272,8 +275,10 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
         switch frame.opcode {
         case .ping:
             guard !closeSent else { return }
-            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            // Only the latest ping needs its pong (RFC 6455 section 5.5.3): a peer flooding
+            // pings while not reading our pongs holds one payload here, not a growing queue.
+            pendingPong = frame.unmaskedData
+            writePendingPong(context: context)
         case .pong:
             pongDeadline?.cancel()
             pongDeadline = nil
@@ -297,6 +302,26 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
             }
         default:
             context.fireChannelRead(data)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        writePendingPong(context: context)
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Writes the pong owed, if any, once the previous one has been written and the channel
+    /// takes more.
+    private func writePendingPong(context: ChannelHandlerContext) {
+        guard !pongInFlight, !closeSent, context.channel.isWritable, let payload = pendingPong else { return }
+        pendingPong = nil
+        pongInFlight = true
+        let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: payload)
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(pong)).whenComplete { _ in
+            let (handler, context) = loopBound.value
+            handler.pongInFlight = false
+            handler.writePendingPong(context: context)
         }
     }
 
@@ -329,7 +354,7 @@ enum WebSocketDialer {
     /// the upgrade with the request's header fields.
     static func dial(_ request: Request, options: WebSocketOptions, pins: PinnedHost?) async throws -> Outcome {
         guard let url = request.url, let host = url.host, !host.isEmpty else {
-            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) has no host to open a WebSocket to"))
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) has no host to open a WebSocket to"))
         }
         let secure = url.scheme?.lowercased() == "https"
         let port = url.port ?? (secure ? 443 : 80)

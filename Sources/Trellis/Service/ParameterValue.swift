@@ -75,11 +75,11 @@ extension Decimal: ParameterValue {
 }
 
 extension Date: ParameterValue {
-    /// ISO 8601 in UTC with fractional seconds only when there are some:
-    /// `2026-11-21T18:39:00Z`.
+    /// ISO 8601 in UTC, date and time, with fractional seconds only when there are some:
+    /// `2026-11-21T18:39:00Z`, `1970-01-01T00:00:01.500Z`.
     public var parameterValue: String {
         let whole = timeIntervalSince1970.rounded(.down) == timeIntervalSince1970
-        return formatted(whole ? .iso8601 : .iso8601.time(includingFractionalSeconds: true))
+        return ISO8601Format(Date.ISO8601FormatStyle(includingFractionalSeconds: !whole))
     }
 }
 

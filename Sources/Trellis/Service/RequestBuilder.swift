@@ -65,7 +65,7 @@ public struct RequestBuilder {
     /// structure: `"../admin"` becomes `..%2Fadmin`, a single segment.
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the parameter when the value is
-    ///   `nil` or empty, since either would send the request to a different path.
+    ///   `nil`, empty, `.` or `..`, since each would send the request to a different path.
     public static func pathSegment<Value: ParameterValue>(_ value: Value?, name: String) throws -> String {
         try segment(value?.parameterValue, name: name)
     }
@@ -82,6 +82,13 @@ public struct RequestBuilder {
         }
         guard !text.isEmpty else {
             throw TrellisError.invalidRequest(.init(.pathParameter(name), "path parameter \"\(name)\" is empty"))
+        }
+        // Percent-encoded or not, a dot segment is resolved away by URL normalisation on the
+        // way (RFC 3986 section 6.2.2.2 decodes %2E first), which changes the path.
+        guard text != ".", text != ".." else {
+            throw TrellisError.invalidRequest(.init(
+                .pathParameter(name), "path parameter \"\(name)\" is \"\(text)\", a dot segment that would change the path"
+            ))
         }
         return PercentEncoding.pathSegment(text)
     }

@@ -16,7 +16,7 @@ public final class ServiceContext: Sendable {
     /// The label the service's access token is stored under (`@TokenLabel`).
     public let tokenLabel: String
 
-    private let interceptors = NIOLockedValueBox(InterceptorMiddleware())
+    private let interceptors: NIOLockedValueBox<InterceptorMiddleware>
     private let authRetry = NIOLockedValueBox(AuthRetry())
 
     private struct AuthRetry {
@@ -25,11 +25,18 @@ public final class ServiceContext: Sendable {
         var refresh: AccessTokenRequirement.Refresh?
     }
 
+    /// The client the service's calls go through: ``client`` with the service's interceptors
+    /// added, sharing its transport and token storage.
+    let serviceClient: Client
+
     /// Creates the context of a service that sends through `client`, with its token stored
     /// under `tokenLabel`.
     public init(client: Client, tokenLabel: String = ServiceContext.defaultTokenLabel) {
         self.client = client
         self.tokenLabel = tokenLabel
+        let interceptors = NIOLockedValueBox(InterceptorMiddleware(maximumBodySize: client.maximumBodySize))
+        self.interceptors = interceptors
+        self.serviceClient = client.adding(middlewares: [ServiceInterceptors(interceptors: interceptors)])
     }
 
     var authRetryHook: (any Sendable)? {
@@ -48,15 +55,6 @@ public final class ServiceContext: Sendable {
     var onResponse: OnResponse? {
         get { interceptors.withLockedValue { $0.onResponse } }
         set { interceptors.withLockedValue { $0.onResponse = newValue } }
-    }
-
-    /// The service's interceptors as middlewares for one call; none when neither is set.
-    private var serviceMiddlewares: [any Middleware] {
-        let current = interceptors.withLockedValue { $0 }
-        guard current.beforeSending != nil || current.onResponse != nil else { return [] }
-        var middleware = current
-        middleware.maximumBodySize = client.maximumBodySize
-        return [middleware]
     }
 
     /// Starts a request to an endpoint of this service.
@@ -80,70 +78,85 @@ public final class ServiceContext: Sendable {
 
     /// Sends the request and decodes its body.
     public func value<Value: Decodable>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Value {
-        try await client.value(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+        try await serviceClient.value(for: makeRequest(builder), as: type)
     }
 
     /// Sends the request, decodes its body and stores the token it carries under the
     /// service's label: an endpoint that returns a token logs the user in.
     public func value<Value: Decodable & AccessTokenConvertible>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Value {
-        let value = try await client.value(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+        let value = try await serviceClient.value(for: makeRequest(builder), as: type)
         try await storeToken(of: value)
         return value
     }
 
     /// Sends the request and returns status, headers and decoded body.
     public func response<Value: Decodable>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
-        try await client.response(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+        try await serviceClient.response(for: makeRequest(builder), as: type)
     }
 
     /// Sends the request, returns status, headers and decoded body, and stores the token the
     /// body carries under the service's label.
     public func response<Value: Decodable & AccessTokenConvertible>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
-        let response = try await client.response(for: makeRequest(builder), as: type, middlewares: serviceMiddlewares)
+        let response = try await serviceClient.response(for: makeRequest(builder), as: type)
         try await storeToken(of: response.body)
         return response
     }
 
     /// Sends the request and returns status and headers.
     public func response(_ builder: RequestBuilder) async throws -> Response<Void> {
-        try await client.response(for: makeRequest(builder), middlewares: serviceMiddlewares)
+        try await serviceClient.response(for: makeRequest(builder))
     }
 
     /// Sends the request for its effect.
     public func perform(_ builder: RequestBuilder) async throws {
-        try await client.perform(makeRequest(builder), middlewares: serviceMiddlewares)
+        try await serviceClient.perform(makeRequest(builder))
     }
 
     /// Streams the response body to a new file in the temporary directory (`@Download`).
     public func download(_ builder: RequestBuilder) async throws -> DownloadedFile {
-        try await client.download(makeRequest(builder), middlewares: serviceMiddlewares)
+        try await serviceClient.download(makeRequest(builder))
     }
 
     /// The download as a task, not started (`@Download` returning ``DownloadTask``).
     public func downloadTask(_ builder: RequestBuilder) throws -> DownloadTask {
-        client.downloadTask(for: try makeRequest(builder), middlewares: serviceMiddlewares)
+        serviceClient.downloadTask(for: try makeRequest(builder))
     }
 
     /// Opens the WebSocket the builder describes (`@WebSocket`).
     public func webSocket(_ builder: RequestBuilder) async throws -> WebSocketConnection {
-        try await client.webSocket(for: makeRequest(builder), middlewares: serviceMiddlewares)
+        try await serviceClient.webSocket(for: makeRequest(builder))
     }
 
     /// The server-sent events of the request (a function returning
     /// `EventStream<ServerSentEvent>`); nothing is sent until the stream is iterated.
     public func events(_ builder: RequestBuilder) throws -> EventStream<ServerSentEvent> {
-        client.events(for: try makeRequest(builder))
+        serviceClient.events(for: try makeRequest(builder))
     }
 
     /// The data of each `message` event decoded as `type` (a function returning
     /// `EventStream<Value>`).
     public func events<Value: Decodable & Sendable>(_ builder: RequestBuilder, as type: Value.Type) throws -> EventStream<Value> {
-        client.events(for: try makeRequest(builder), as: type)
+        serviceClient.events(for: try makeRequest(builder), as: type)
     }
 
     private func storeToken(of value: some AccessTokenConvertible) async throws {
         guard let token = value.convert() else { return }
-        try await client.accessTokens.storage.store(token, for: tokenLabel)
+        try await serviceClient.accessTokens.storage.store(token, for: tokenLabel)
+    }
+}
+
+/// A service's `beforeSending` and `onResponse`, read when each call starts, since they may be
+/// set at any time.
+private struct ServiceInterceptors: Middleware {
+    let interceptors: NIOLockedValueBox<InterceptorMiddleware>
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let current = interceptors.withLockedValue { $0 }
+        guard current.beforeSending != nil || current.onResponse != nil else { return try await next(request) }
+        return try await current.intercept(request, next: next)
     }
 }
 

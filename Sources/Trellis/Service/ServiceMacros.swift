@@ -131,3 +131,14 @@ public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceM
 /// func feed() async throws -> Feed
 /// ```
 @attached(peer) public macro Retry(max: Int, retriesNonIdempotentMethods: Bool = false) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// Gives the endpoint a timeout of its own, in place of the client's
+/// ``Client/Configuration/Timeouts/request``: from sending to the last byte of a buffered
+/// response, or to the head of a streamed one, per attempt. A middleware may still change it.
+///
+/// ```swift
+/// @POST("/reports")
+/// @Timeout(.seconds(300))
+/// func generateReport(@Body _ query: ReportQuery) async throws -> Report
+/// ```
+@attached(peer) public macro Timeout(_ duration: Duration) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")

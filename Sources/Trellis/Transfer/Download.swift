@@ -38,7 +38,8 @@ extension Client {
     /// The bytes go to `<destination>.trellis-partial` and the file is renamed to `destination`
     /// only when every byte has arrived, so a partial file never takes the place of a finished
     /// one. The client's timeout covers the wait for the response head; the body may take as
-    /// long as it takes. ``maximumBodySize`` does not apply.
+    /// long as it takes, as long as no byte takes longer than the idle timeout.
+    /// ``maximumBodySize`` does not apply.
     ///
     /// - Parameters:
     ///   - destination: where the file goes, replacing any file there; a new file in the
@@ -52,18 +53,16 @@ extension Client {
     public func download(
         _ request: Request,
         to destination: URL? = nil,
-        resumingFrom resumeData: ResumeData? = nil,
-        middlewares extraMiddlewares: [any Middleware] = []
+        resumingFrom resumeData: ResumeData? = nil
     ) async throws -> DownloadedFile {
-        try await downloadTask(for: request, to: destination, resumingFrom: resumeData, middlewares: extraMiddlewares).value
+        try await downloadTask(for: request, to: destination, resumingFrom: resumeData).value
     }
 
-    /// A download as a task with progress, started when awaited (see ``download(_:to:resumingFrom:middlewares:)``).
+    /// A download as a task with progress, started when awaited (see ``download(_:to:resumingFrom:)``).
     public func downloadTask(
         for request: Request,
         to destination: URL? = nil,
-        resumingFrom resumeData: ResumeData? = nil,
-        middlewares extraMiddlewares: [any Middleware] = []
+        resumingFrom resumeData: ResumeData? = nil
     ) -> DownloadTask {
         let resumeState = ResumeState()
         return DownloadTask(resumeState: resumeState) { reporter in
@@ -71,8 +70,7 @@ extension Client {
                 client: self,
                 request: request,
                 destination: destination ?? resumeData?.destination ?? Download.temporaryDestination(for: request),
-                reporter: reporter,
-                middlewares: extraMiddlewares
+                reporter: reporter
             )
             return try await download.run(resumingFrom: resumeData, state: resumeState)
         }
@@ -85,7 +83,6 @@ struct Download {
     let request: Request
     let destination: URL
     let reporter: ProgressReporter
-    let middlewares: [any Middleware]
 
     var partialPath: String { destination.path + ".trellis-partial" }
 
@@ -126,6 +123,16 @@ struct Download {
                 break
             }
             total = range.total ?? response.body.expectedLength.map { $0 + offset }
+        case 206:
+            // Part of a body is only the answer to a request for that part: one the caller
+            // asked for with its own Range, which the file then holds alone.
+            guard let range = ContentRange(response.headerFields[.contentRange]),
+                ByteRangeRequest(request.headerFields[.range])?.isAnswered(by: range) == true
+            else {
+                throw await client.statusFailure(response, for: request)
+            }
+            offset = 0
+            total = range.end - range.start + 1
         case 200...299:
             offset = 0
             total = response.body.expectedLength
@@ -138,7 +145,9 @@ struct Download {
         default:
             break
         }
-        guard (200...299).contains(response.status.code) else {
+        guard (200...299).contains(response.status.code),
+            response.status.code != 206 || offset > 0 || request.headerFields[.range] != nil
+        else {
             throw await client.statusFailure(response, for: request)
         }
         if let encoding = response.headerFields[.contentEncoding], encoding.lowercased() != "identity" {
@@ -179,7 +188,7 @@ struct Download {
             request.headerFields[.range] = nil
             request.headerFields[.ifRange] = nil
         }
-        return try await client.send(request, middlewares: middlewares)
+        return try await client.send(request)
     }
 
     /// Streams the body to the file, returning the file's length.
@@ -251,6 +260,30 @@ struct ContentRange: Equatable {
             guard let total = Int64(halves[1]), total > end else { return nil }
             self.total = total
         }
+    }
+}
+
+/// A single range asked for with `Range: bytes=first-last` or `bytes=first-` (RFC 9110 14.2).
+struct ByteRangeRequest: Equatable {
+    let first: Int64
+    let last: Int64?
+
+    init?(_ value: String?) {
+        guard let value, value.hasPrefix("bytes="), !value.contains(",") else { return nil }
+        let bounds = value.dropFirst("bytes=".count).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = Int64(bounds[0]) else { return nil }
+        if bounds[1].isEmpty {
+            last = nil
+        } else {
+            guard let last = Int64(bounds[1]), last >= first else { return nil }
+            self.last = last
+        }
+        self.first = first
+    }
+
+    /// Whether `range` is what was asked for: it starts where asked and ends no later.
+    func isAnswered(by range: ContentRange) -> Bool {
+        range.start == first && (last.map { range.end <= $0 } ?? true)
     }
 }
 

@@ -37,13 +37,28 @@ final class TransferFile: Sendable {
         }
     }
 
-    /// Opens a file for writing, creating it (mode 0644 before the umask) when it is missing,
-    /// and cuts it to `length` bytes: what follows a resume point is never kept.
+    /// Opens a file for writing and cuts it to `length` bytes: what follows a resume point is
+    /// never kept.
+    ///
+    /// With `length` 0 the file is made anew, readable by its owner alone (0600), and only if
+    /// nothing is at `path` once any old file is removed (`O_EXCL`): a link planted there by
+    /// someone else cannot redirect the bytes. A file resumed from is opened without following
+    /// a link (`O_NOFOLLOW`) and must be a regular file.
     static func openForWriting(_ path: String, keeping length: Int64) async throws -> TransferFile {
         try await FileIO.blocking {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            let descriptor: Int32
+            if length == 0 {
+                if unlink(path) != 0, errno != ENOENT { throw FileIO.failure(path, "remove") }
+                descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            } else {
+                descriptor = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+            }
             guard descriptor >= 0 else { throw FileIO.failure(path, "open") }
             let file = TransferFile(path: path, descriptor: descriptor)
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                throw TrellisError.fileFailed(FileFailure(path: path, operation: "open", reason: "it is not a regular file"))
+            }
             guard ftruncate(descriptor, off_t(length)) == 0 else { throw FileIO.failure(path, "truncate") }
             return file
         }

@@ -9,8 +9,7 @@ extension Client {
     public func uploadTask<Value: Decodable & Sendable>(
         for request: Request,
         from body: RequestBody,
-        as type: Value.Type = Value.self,
-        middlewares extraMiddlewares: [any Middleware] = []
+        as type: Value.Type = Value.self
     ) -> UploadTask<Value> {
         UploadTask { reporter in
             reporter.begin(completed: 0, total: body.length)
@@ -18,7 +17,7 @@ extension Client {
             // A replay (token refresh, 307) sends the body again: progress holds at its
             // highest rather than count the bytes twice or go back.
             request.body = body.observingChunks { reporter.advance(toAtLeast: $0) }
-            return try await self.value(for: request, as: type, middlewares: extraMiddlewares)
+            return try await self.value(for: request, as: type)
         }
     }
 
@@ -28,33 +27,30 @@ extension Client {
     public func uploadTask<Value: Decodable & Sendable>(
         for request: Request,
         fromFile fileURL: URL,
-        as type: Value.Type = Value.self,
-        middlewares extraMiddlewares: [any Middleware] = []
+        as type: Value.Type = Value.self
     ) throws -> UploadTask<Value> {
-        uploadTask(for: request, from: try RequestBody(fileAt: fileURL), as: type, middlewares: extraMiddlewares)
+        uploadTask(for: request, from: try RequestBody(fileAt: fileURL), as: type)
     }
 
     /// Uploads `form` as `multipart/form-data`, its files streamed from disk.
     public func multipartUploadTask<Value: Decodable & Sendable>(
         for request: Request,
         form: MultipartForm,
-        as type: Value.Type = Value.self,
-        middlewares extraMiddlewares: [any Middleware] = []
+        as type: Value.Type = Value.self
     ) -> MultipartUploadTask<Value> {
         var request = request
         request.headerFields[.contentType] = form.contentType
-        return uploadTask(for: request, from: form.makeBody(), as: type, middlewares: extraMiddlewares)
+        return uploadTask(for: request, from: form.makeBody(), as: type)
     }
 
     /// Sends `request` and decodes its body as `type`, as a task whose progress counts the
     /// response bytes as they arrive.
     public func dataTask<Value: Decodable & Sendable>(
         for request: Request,
-        as type: Value.Type = Value.self,
-        middlewares extraMiddlewares: [any Middleware] = []
+        as type: Value.Type = Value.self
     ) -> DataTask<Value> {
         DataTask { reporter in
-            try await self.value(for: request, as: type, middlewares: extraMiddlewares + [ReceivedBytes(reporter: reporter)])
+            try await self.adding(middlewares: [ReceivedBytes(reporter: reporter)]).value(for: request, as: type)
         }
     }
 }
@@ -62,6 +58,9 @@ extension Client {
 /// Counts a response's body bytes as they are read, for a ``DataTask``'s progress.
 struct ReceivedBytes: Middleware {
     let reporter: ProgressReporter
+
+    /// Close to the wire, where the body still arrives chunk by chunk.
+    var scope: MiddlewareScope { .hop }
 
     func intercept(
         _ request: Request,

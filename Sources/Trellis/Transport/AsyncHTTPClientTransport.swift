@@ -217,15 +217,17 @@ public final class AsyncHTTPClientTransport: Transport {
             case .deadlineExceeded, .readTimeout, .writeTimeout, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout:
                 return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
             case .remoteConnectionClosed:
-                return TrellisError.connectionFailed(
-                    ConnectionFailure(host: host, reason: "the server closed the connection before the response was complete", underlying: clientError)
+                var failure = ConnectionFailure(
+                    host: host, reason: "the server closed the connection before the response was complete", underlying: clientError
                 )
+                failure.mayBeStaleConnection = true
+                return TrellisError.connectionFailed(failure)
             case .bodyLengthMismatch:
                 return TrellisError.connectionFailed(
                     ConnectionFailure(host: host, reason: "the body was shorter or longer than its Content-Length", underlying: clientError)
                 )
             case .invalidURL, .emptyHost, .emptyScheme:
-                return TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) cannot be sent: \(clientError)"))
+                return TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) cannot be sent: \(clientError)"))
             default:
                 return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(clientError)", underlying: clientError))
             }
@@ -257,7 +259,9 @@ public final class AsyncHTTPClientTransport: Transport {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "unknown host", underlying: error))
         }
         if let ioError = error as? IOError {
-            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: Self.describe(ioError), underlying: ioError))
+            var failure = ConnectionFailure(host: host, reason: Self.describe(ioError), underlying: ioError)
+            failure.mayBeStaleConnection = ioError.errnoCode == ECONNRESET || ioError.errnoCode == EPIPE
+            return TrellisError.connectionFailed(failure)
         }
         return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
     }
@@ -278,12 +282,5 @@ private struct RequestBodyChunks: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> ChunkIterator {
         body.makeChunkIterator()
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

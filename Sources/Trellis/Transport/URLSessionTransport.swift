@@ -46,7 +46,7 @@ public final class URLSessionTransport: Transport {
 
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         guard let url = request.url else {
-            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(request.urlString) is not a valid URL"))
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) is not a valid URL"))
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method.rawValue
@@ -62,7 +62,10 @@ public final class URLSessionTransport: Transport {
         }
         #endif
         let timeout = request.timeout ?? .seconds(60)
-        urlRequest.timeoutInterval = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        // FoundationNetworking turns the interval into whole milliseconds for libcurl and traps
+        // on a value too large for that: a longer wait than about 11 days is not one anybody
+        // means, and the client's own deadline still applies.
+        urlRequest.timeoutInterval = min(timeout.inSeconds, 1_000_000)
         let task: URLSessionDataTask
         var spool: String?
         if let body = request.body, body.bytes == nil {
@@ -114,6 +117,8 @@ private final class Exchange: @unchecked Sendable {
         /// Why the server-trust challenge refused the server, which then ends the task as
         /// cancelled.
         var pinMismatch: String?
+        /// Body bytes received so far.
+        var received = 0
     }
 
     let task: URLSessionDataTask
@@ -175,9 +180,14 @@ private final class Exchange: @unchecked Sendable {
         }
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
         let chunks = self.chunks
+        // The session delivers bytes whether or not anyone reads them: once nothing can read
+        // them any more (the body was dropped, a limit was hit, the reader stopped), the task is
+        // cancelled, so that it neither buffers nor downloads the rest.
+        let reader = AbandonedBodyCanceller(task: task)
         let body = ResponseBody(expectedLength: length) {
             var iterator = chunks.makeAsyncIterator()
             return ChunkIterator {
+                _ = reader
                 // The stream ends quietly when the reading task is cancelled; a cut-off body
                 // must not pass for a complete one.
                 guard let chunk = try await iterator.next() else {
@@ -195,6 +205,20 @@ private final class Exchange: @unchecked Sendable {
     }
 
     func received(_ data: Data) {
+        // A buffered call's limit is enforced here, as the bytes arrive, rather than by the
+        // reader: FoundationNetworking cannot pause a transfer, and a reader that is slow to be
+        // scheduled would let the session buffer (and the server send) far past the limit.
+        if let limit = request.bufferLimit {
+            let total = state.withLockedValue { state in
+                state.received += data.count
+                return state.received
+            }
+            if total > limit {
+                chunkSink.finish(throwing: TrellisError.responseTooLarge(ResponseTooLarge(limit: limit, announcedLength: nil)))
+                task.cancel()
+                return
+            }
+        }
         chunkSink.yield(ByteBuffer(data: data))
     }
 
@@ -242,9 +266,9 @@ private final class Exchange: @unchecked Sendable {
         case .cannotConnectToHost:
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "connection refused", underlying: urlError))
         case .networkConnectionLost:
-            return TrellisError.connectionFailed(
-                ConnectionFailure(host: host, reason: "the connection was lost before the response was complete", underlying: urlError)
-            )
+            var failure = ConnectionFailure(host: host, reason: "the connection was lost before the response was complete", underlying: urlError)
+            failure.mayBeStaleConnection = true
+            return TrellisError.connectionFailed(failure)
         case .unknown where ["SSL", "certificate", "TLS"].contains(where: urlError.localizedDescription.contains):
             // FoundationNetworking reports libcurl's TLS failures (an untrusted certificate, a
             // failed handshake) as an unknown error carrying curl's message.
@@ -252,6 +276,20 @@ private final class Exchange: @unchecked Sendable {
         default:
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: urlError.localizedDescription, underlying: urlError))
         }
+    }
+}
+
+/// Cancels a task when the last reference to its response body goes.
+private final class AbandonedBodyCanceller: @unchecked Sendable {
+    private let task: URLSessionTask
+
+    init(task: URLSessionTask) {
+        self.task = task
+    }
+
+    deinit {
+        // Harmless for a task that has completed.
+        task.cancel()
     }
 }
 

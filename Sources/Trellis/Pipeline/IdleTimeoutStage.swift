@@ -1,0 +1,169 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Ends a streamed body (a download, an event stream, a body being discarded) with
+/// ``TrellisError/timedOut(_:)`` when no byte arrives for the client's idle timeout while
+/// someone is waiting for one. On every hop, so a stalled redirect or 401 body is caught too.
+///
+/// Buffered calls need no watch: their whole exchange runs against the call's deadline.
+struct IdleTimeoutStage: Middleware {
+    let idleTimeout: Duration
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let response = try await next(request)
+        guard request.bufferLimit == nil, case .stream = response.body.storage else { return response }
+        let body = response.body
+        let idleTimeout = idleTimeout
+        let description = "\(request.method) \(RequestLog.redactedURL(request))"
+        return response.withBody(ResponseBody(expectedLength: body.expectedLength) {
+            let watch = IdleWatch(
+                inner: body.makeAsyncIterator(),
+                failure: .timedOut(TimeoutFailure(timeout: idleTimeout, request: description, waitingFor: "the next byte of the body")),
+                idleTimeout: idleTimeout
+            )
+            return ChunkIterator { try await watch.next() }
+        })
+    }
+}
+
+/// The reading side of a watched body. The body is read by a task of its own (the pump),
+/// one chunk each time the reader asks, so that a wait can be abandoned: cancelling the pump
+/// is what makes a transport close the connection. Dropping the reader stops the pump.
+private final class IdleWatch: Sendable {
+    private let handoff: Handoff
+
+    init(inner: ChunkIterator, failure: TrellisError, idleTimeout: Duration) {
+        handoff = Handoff(inner: inner, failure: failure, idleTimeout: idleTimeout)
+    }
+
+    deinit {
+        handoff.stop(with: CancellationError())
+    }
+
+    func next() async throws -> ByteBuffer? {
+        try await handoff.next()
+    }
+}
+
+/// A one-chunk handoff between the pump and the reader, with the reader's idle timer.
+private final class Handoff: Sendable {
+    private struct State {
+        /// The body, until the pump starts and takes it.
+        var inner: Transfer<ChunkIterator>?
+        var pump: Task<Void, Never>?
+        /// The pump, waiting to be asked for a chunk; resumed with `false` to stop.
+        var demand: CheckedContinuation<Bool, Never>?
+        var reader: CheckedContinuation<ByteBuffer?, any Error>?
+        var timer: Scheduled<Void>?
+        /// How the body ended: `nil` while it goes on, `.success` at its end.
+        var outcome: Result<Void, any Error>?
+    }
+
+    private let state: NIOLockedValueBox<State>
+    private let failure: TrellisError
+    private let idleTimeout: Duration
+
+    init(inner: ChunkIterator, failure: TrellisError, idleTimeout: Duration) {
+        state = NIOLockedValueBox(State(inner: Transfer(value: inner)))
+        self.failure = failure
+        self.idleTimeout = idleTimeout
+    }
+
+    func next() async throws -> ByteBuffer? {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (reader: CheckedContinuation<ByteBuffer?, any Error>) in
+                enum Action { case finish(Result<Void, any Error>), start(Transfer<ChunkIterator>), ask(CheckedContinuation<Bool, Never>?) }
+                let action = state.withLockedValue { state -> Action in
+                    if let outcome = state.outcome { return .finish(outcome) }
+                    state.reader = reader
+                    state.timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(idleTimeout)) { [self] in
+                        stop(with: failure)
+                    }
+                    if let inner = state.inner {
+                        state.inner = nil
+                        return .start(inner)
+                    }
+                    defer { state.demand = nil }
+                    return .ask(state.demand)
+                }
+                switch action {
+                case .finish(let outcome):
+                    reader.resume(with: outcome.map { _ in nil })
+                case .start(let inner):
+                    let pump = Task { await self.pump(inner) }
+                    let stopped = state.withLockedValue { state in
+                        state.pump = pump
+                        return state.outcome != nil
+                    }
+                    if stopped { pump.cancel() }
+                case .ask(let demand):
+                    demand?.resume(returning: true)
+                }
+            }
+        } onCancel: {
+            stop(with: CancellationError())
+        }
+    }
+
+    /// Ends the body: the reader (if waiting) gets `error`, the pump is cancelled, and every
+    /// later read gets `error` too. Nothing happens once the body has ended.
+    func stop(with error: any Error) {
+        let stopped = state.withLockedValue { state -> State? in
+            guard state.outcome == nil else { return nil }
+            let before = state
+            state.outcome = .failure(error)
+            (state.inner, state.reader, state.demand, state.timer) = (nil, nil, nil, nil)
+            return before
+        }
+        guard let stopped else { return }
+        stopped.timer?.cancel()
+        stopped.pump?.cancel()
+        stopped.demand?.resume(returning: false)
+        stopped.reader?.resume(throwing: error)
+    }
+
+    private func pump(_ transfer: Transfer<ChunkIterator>) async {
+        var inner = transfer.value
+        while true {
+            let result: Result<ByteBuffer?, any Error>
+            do {
+                result = .success(try await inner.next())
+            } catch {
+                result = .failure(error)
+            }
+            let (reader, timer) = state.withLockedValue { state in
+                if state.outcome == nil {
+                    switch result {
+                    case .success(nil): state.outcome = .success(())
+                    case .failure(let error): state.outcome = .failure(error)
+                    case .success: break
+                    }
+                }
+                defer { (state.reader, state.timer) = (nil, nil) }
+                return (state.reader, state.timer)
+            }
+            timer?.cancel()
+            reader?.resume(with: result)
+            guard case .success(.some) = result else { return }
+            let more = await withCheckedContinuation { (demand: CheckedContinuation<Bool, Never>) in
+                let proceed = state.withLockedValue { state -> Bool? in
+                    guard state.outcome == nil else { return false }
+                    if state.reader != nil { return true }
+                    state.demand = demand
+                    return nil
+                }
+                if let proceed { demand.resume(returning: proceed) }
+            }
+            guard more else { return }
+        }
+    }
+}
+
+/// Hands a value that is not `Sendable` to the one task that uses it from then on.
+private struct Transfer<Value>: @unchecked Sendable {
+    let value: Value
+}

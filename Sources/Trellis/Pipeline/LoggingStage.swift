@@ -1,0 +1,23 @@
+import Logging
+
+/// Logs each hop at debug level, closest to the wire, with credentials redacted: what is
+/// logged is what was sent.
+struct LoggingStage: Middleware {
+    let logger: Logger
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        logger.debug("\(RequestLog.describe(request))")
+        let started = ContinuousClock.now
+        do {
+            let response = try await next(request)
+            logger.debug("\(RequestLog.describe(response.head, for: request, after: ContinuousClock.now - started))")
+            return response
+        } catch {
+            logger.debug("\(request.method) \(RequestLog.redactedURL(request)) failed: \(error)")
+            throw error
+        }
+    }
+}

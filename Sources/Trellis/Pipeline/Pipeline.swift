@@ -1,0 +1,80 @@
+import Logging
+
+/// A client's pipeline: every stage a request passes on its way to the transport, in order.
+///
+/// ``stages(for:)`` is the one place that lists them; the README's "How a request travels"
+/// follows it. Stages outside ``RedirectStage`` run once per call; the stages inside it run
+/// on every hop (each redirect, and each retry attempt since retries sit outside redirects).
+struct Pipeline: Sendable {
+    /// Outermost first; the transport follows the last.
+    let stages: [any Middleware]
+    let transport: any Transport
+
+    /// What a pipeline is made from: a client's settings.
+    struct Settings {
+        var middlewares: [any Middleware]
+        var configuration: Client.Configuration
+        var authorizer: AccessTokenAuthorizer
+        var client: ClientReference
+        var pinningConflict: TrellisError?
+    }
+
+    init(_ settings: Settings, transport: any Transport) {
+        self.stages = Self.stages(for: settings)
+        self.transport = transport
+    }
+
+    /// The pipeline, in order.
+    static func stages(for settings: Settings) -> [any Middleware] {
+        let configuration = settings.configuration
+        let callMiddlewares = settings.middlewares.filter { $0.scope == .call }
+        let hopMiddlewares = settings.middlewares.filter { $0.scope == .hop }
+        var stages: [any Middleware] = []
+        // Once per call: the caller's middlewares (the client's, then a service's), then the
+        // checks before and after, and the retries with the call's deadline.
+        stages += callMiddlewares
+        stages.append(PreconditionStage(preconditions: configuration.validation.preconditions))
+        stages.append(ValidationStage(
+            validations: configuration.validation.validations,
+            acceptedStatuses: configuration.validation.acceptedStatuses
+        ))
+        stages.append(RetryStage(policy: configuration.retry, timeout: configuration.timeouts.request, logger: configuration.logger))
+        stages.append(RedirectStage(policy: configuration.redirects))
+        // On every hop, for the URL of that hop.
+        stages += hopMiddlewares
+        stages.append(AccessTokenStage(authorizer: settings.authorizer, client: settings.client))
+        stages.append(DefaultHeadersStage())
+        if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
+            stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
+        }
+        if configuration.logger.logLevel <= .debug {
+            stages.append(LoggingStage(logger: configuration.logger))
+        }
+        stages.append(IdleTimeoutStage(idleTimeout: configuration.timeouts.idle))
+        return stages
+    }
+
+    /// Sends `request` down the stages to the transport, or to `terminal` instead (the
+    /// WebSocket upgrade, which needs a connection of its own).
+    func send(
+        _ request: Request,
+        terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)? = nil
+    ) async throws -> Response<ResponseBody> {
+        try await run(request, at: 0, terminal: terminal)
+    }
+
+    private func run(
+        _ request: Request,
+        at index: Int,
+        terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
+    ) async throws -> Response<ResponseBody> {
+        guard index < stages.count else {
+            try Task.checkCancellation()
+            if let terminal { return try await terminal(request) }
+            return try await transport.send(request)
+        }
+        return try await stages[index].intercept(request) { next in
+            try await self.run(next, at: index + 1, terminal: terminal)
+        }
+    }
+}

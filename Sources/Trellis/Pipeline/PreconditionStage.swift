@@ -1,0 +1,26 @@
+/// Runs the client's preconditions, then the request's, once per call: a failing one means
+/// nothing is sent.
+struct PreconditionStage: Middleware {
+    let preconditions: [Precondition]
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let requestPreconditions = request.preconditions
+        if preconditions.isEmpty && requestPreconditions.isEmpty { return try await next(request) }
+        for precondition in preconditions + requestPreconditions {
+            do {
+                try await precondition.check(request)
+            } catch {
+                throw TrellisError.preconditionFailed(CheckFailure(
+                    name: precondition.name,
+                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    status: nil,
+                    underlying: error
+                ))
+            }
+        }
+        return try await next(request)
+    }
+}

@@ -1,0 +1,109 @@
+import HTTPTypes
+import Logging
+
+/// The call's time limit and its retries, around everything that sends: each attempt goes
+/// down the rest of the pipeline again (redirects, credentials, the transport).
+///
+/// The timeout is read here, after the call's middlewares ran, so a middleware or an endpoint
+/// that sets ``Request/timeout`` is obeyed. A buffered call's attempt reads its whole body
+/// within that time; a streamed call's attempt gets it until the response head, and the body
+/// is watched by the idle timeout instead. An attempt that breaks on a connection the server
+/// had already closed, before any byte of the response, is sent once more at once when that
+/// is safe, as OkHttp and URLSession do, whatever the retry policy.
+struct RetryStage: Middleware {
+    let policy: RetryPolicy
+    let timeout: Duration
+    let logger: Logger
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        var request = request
+        let limit = request.timeout ?? timeout
+        request.timeout = limit
+        let policy = request.retryPolicy ?? self.policy
+        let retries = policy.allowsRetrying(request)
+        var replayedStaleConnection = false
+        var retry = 0
+        var waited = Duration.zero
+        while true {
+            let wait: Duration
+            do {
+                let response = try await attempt(request, limit: limit, next: next)
+                guard retries, policy.retryableStatuses.contains(response.status.code),
+                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited)
+                else { return response }
+                await response.body.discard()
+                wait = delay
+                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
+            } catch {
+                var error = error
+                if let stale = error as? StaleConnection {
+                    if !replayedStaleConnection, Self.mayReplay(request) {
+                        replayedStaleConnection = true
+                        logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(stale.failure), sent again on a new connection")
+                        continue
+                    }
+                    error = stale.failure
+                }
+                guard retries, policy.isRetryable(error),
+                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited)
+                else { throw error }
+                wait = delay
+                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(error), retry \(retry + 1) in \(delay)")
+            }
+            try await policy.sleep(wait)
+            try Task.checkCancellation()
+            waited += wait
+            retry += 1
+        }
+    }
+
+    /// One attempt. Failures before the response head that look like a stale connection come
+    /// out as ``StaleConnection``, so that the loop can tell them from a failure while the body
+    /// was read, which is never replayed unasked.
+    private func attempt(
+        _ request: Request,
+        limit: Duration,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        var request = request
+        request.deadline = .now + limit
+        guard let bufferLimit = request.bufferLimit else {
+            return try await Self.head(of: request, next)
+        }
+        let attempt = request
+        return try await withoutActuallyEscaping(next) { next in
+            // Deadline.run awaits the operation before it returns, so `next` does not outlive
+            // this call.
+            try await Deadline.run(limit, describing: attempt) {
+                let response = try await Self.head(of: attempt, next)
+                return response.withBody(ResponseBody(try await response.body.collect(upTo: bufferLimit)))
+            }
+        }
+    }
+
+    private static func head(
+        of request: Request,
+        _ next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        do {
+            return try await next(request)
+        } catch TrellisError.connectionFailed(let failure) where failure.mayBeStaleConnection {
+            throw StaleConnection(failure: .connectionFailed(failure))
+        }
+    }
+
+    /// Whether sending `request` a second time cannot do harm: an idempotent method and a body
+    /// that can be sent again.
+    private static func mayReplay(_ request: Request) -> Bool {
+        RetryPolicy.isIdempotent(request.method) && (request.body?.isReplayable ?? true)
+    }
+}
+
+/// A connection that broke before any byte of a response, the way a pooled connection the
+/// server had closed breaks.
+private struct StaleConnection: Error {
+    let failure: TrellisError
+}

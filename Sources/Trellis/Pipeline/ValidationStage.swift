@@ -1,0 +1,35 @@
+import Foundation
+import NIOFoundationCompat
+
+/// Runs the client's response validations, then the request's, on the final response of a
+/// buffered call whose status is accepted; a failing one becomes the call's error.
+struct ValidationStage: Middleware {
+    let validations: [ResponseValidation]
+    let acceptedStatuses: Set<Int>
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let response = try await next(request)
+        let requestValidations = request.validations
+        guard !validations.isEmpty || !requestValidations.isEmpty,
+            case .bytes(let body) = response.body.storage,
+            (request.acceptedStatuses ?? acceptedStatuses).contains(response.status.code)
+        else { return response }
+        let buffered = response.withBody(Data(buffer: body))
+        for validation in validations + requestValidations {
+            do {
+                try validation.check(buffered, request)
+            } catch {
+                throw TrellisError.validationFailed(CheckFailure(
+                    name: validation.name,
+                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    status: response.status.code,
+                    underlying: error
+                ))
+            }
+        }
+        return response
+    }
+}

@@ -1,0 +1,332 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import Testing
+import Trellis
+
+@Service
+protocol HostileAPI {
+    @GET("/record")
+    func record(at: Date) async throws -> String
+
+    @GET("/silent")
+    @Timeout(.milliseconds(300))
+    func silent() async throws -> String
+
+    @GET("/items/{name}")
+    func item(name: String) async throws -> String
+}
+
+/// Sets the timeout of every request, as a middleware may.
+private struct ShortTimeout: Middleware {
+    let timeout: Duration
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        var request = request
+        request.timeout = timeout
+        return try await next(request)
+    }
+}
+
+/// One regression test per hole a misbehaving server found (the pipeline issue), against
+/// ``HostileServer``, over both transports where the hole was in a transport.
+@Suite("Hostile servers", .timeLimit(.minutes(2)))
+struct HostileServerTests {
+    private func get(_ url: URL, _ path: String) throws -> Request {
+        try Request(method: .get, url: URL(string: url.absoluteString + path)!)
+    }
+
+    private func timeoutFailure(_ error: TrellisError?) -> TimeoutFailure? {
+        if case .timedOut(let failure) = error { return failure }
+        Issue.record("expected timedOut, got \(String(describing: error))")
+        return nil
+    }
+
+    private func status(of error: TrellisError?) -> Int? {
+        if case .unacceptableStatus(let failure) = error { return failure.status.code }
+        Issue.record("expected unacceptableStatus, got \(String(describing: error))")
+        return nil
+    }
+
+    // MARK: Credentials per hop
+
+    @Test(arguments: TransportKind.allCases)
+    func credentialsDoNotFollowARedirectToAnotherOrigin(_ kind: TransportKind) async throws {
+        try await HostileServer.with { a in
+            try await HostileServer.with { b in
+                let client = Client(
+                    baseURL: a.url,
+                    transport: kind.transport,
+                    middlewares: [
+                        try APIKey(.header("X-API-Key"), "key-for-a", origin: a.url),
+                        try APIKey(.query("sig"), "query-key-for-the-call"),
+                        BasicAuthentication(username: "ada", password: "lovelace"),
+                        try APIKey(.header("X-B-Key"), "key-for-b", origin: b.url),
+                    ]
+                )
+                let target = b.url.absoluteString + "/record"
+                let body = try await client.value(for: get(a.url, "/redirect?to=\(target)"), as: String.self)
+                #expect(body == "ok")
+                // URLSession sends header names in its own case.
+                let atA = try #require(a.heads.first).lowercased()
+                #expect(atA.contains("x-api-key: key-for-a"))
+                #expect(atA.contains("sig=query-key-for-the-call"))
+                #expect(atA.contains("authorization: basic"))
+                #expect(!atA.contains("key-for-b"))
+                let atB = try #require(b.heads.first).lowercased()
+                #expect(!atB.contains("key-for-a"))
+                #expect(!atB.contains("query-key-for-the-call"))
+                #expect(!atB.contains("authorization"))
+                // Decided again on the hop: the key for B is added there.
+                #expect(atB.contains("x-b-key: key-for-b"))
+            }
+        }
+    }
+
+    // MARK: Timeouts
+
+    @Test(arguments: TransportKind.allCases)
+    func aTimeoutSetByAMiddlewareOrAnEndpointIsTheOneApplied(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport, middlewares: [ShortTimeout(timeout: .milliseconds(250))])
+            let byMiddleware = await #expect(throws: TrellisError.self) { try await client.perform(get(server.url, "/silent")) }
+            #expect(timeoutFailure(byMiddleware)?.timeout == .milliseconds(250))
+
+            let api = HostileAPIService(client: Client(baseURL: server.url, transport: kind.transport))
+            let byEndpoint = await #expect(throws: TrellisError.self) { try await api.silent() }
+            #expect(timeoutFailure(byEndpoint)?.timeout == .milliseconds(300))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func stalledStreamsEndAtTheIdleTimeout(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            // The request timeout stays long: what ends these waits is the idle timeout.
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.idle = .milliseconds(300) }
+            let download = await #expect(throws: TrellisError.self) {
+                try await client.download(get(server.url, "/stall-body"))
+            }
+            #expect(timeoutFailure(download)?.waitingFor == "the next byte of the body")
+
+            var events = client.events(for: try get(server.url, "/stall-events"), reconnects: false).makeAsyncIterator()
+            #expect(try await events.next()?.data == "one")
+            let stalledEvents = await #expect(throws: TrellisError.self) { _ = try await events.next() }
+            #expect(timeoutFailure(stalledEvents)?.timeout == .milliseconds(300))
+
+            switch kind {
+            case .asyncHTTPClient:
+                // A redirect's body being discarded stalls too: the redirect is followed all
+                // the same.
+                let followed = try await client.send(get(server.url, "/stall-redirect?to=/record"))
+                #expect(followed.status == .ok)
+                #expect(String(buffer: try await followed.body.collect(upTo: 100)) == "ok")
+            case .urlSession:
+                // FoundationNetworking hands over a redirect only once its body is complete, so
+                // the request timeout is what ends the wait there.
+                let impatient = Client(baseURL: server.url, transport: kind.transport) {
+                    $0.timeouts.idle = .milliseconds(300)
+                    $0.timeouts.request = .seconds(2)
+                }
+                let stalled = await #expect(throws: TrellisError.self) {
+                    try await impatient.send(get(server.url, "/stall-redirect?to=/record"))
+                }
+                #expect(timeoutFailure(stalled)?.timeout == .seconds(2))
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func absurdDurationsDoNotTrap(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let sleeper = RecordingSleeper()
+            let client = Client(baseURL: server.url, transport: kind.transport) {
+                $0.timeouts.request = .seconds(Int64.max)
+                $0.timeouts.idle = .seconds(Int64.max)
+                $0.retry = sleeper.policy(maximumRetries: 100) { $0.maximumTotalDelay = .seconds(10_000_000) }
+            }
+            let record = try await client.value(for: get(server.url, "/record"), as: String.self)
+            #expect(record == "ok")
+            let error = await #expect(throws: TrellisError.self) { try await client.perform(get(server.url, "/503")) }
+            #expect(status(of: error) == 503)
+            #expect(sleeper.recorded.count == 100)
+            #expect(sleeper.recorded.allSatisfy { $0 <= .seconds(30) })
+        }
+    }
+
+    // MARK: Limits
+
+    @Test(arguments: TransportKind.allCases)
+    func aBodyOverTheLimitStopsTheTransfer(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.limits.maximumBodySize = 1 << 20 }
+            let error = await #expect(throws: TrellisError.self) { try await client.perform(get(server.url, "/flood")) }
+            guard case .responseTooLarge = error else {
+                Issue.record("expected responseTooLarge, got \(String(describing: error))")
+                return
+            }
+            var ended = server.floodEnded.makeAsyncIterator()
+            let sent = try #require(await ended.next())
+            // The kernel's socket buffers hold some megabytes; the rest of the gigabyte must
+            // never have been sent.
+            #expect(sent < HostileServer.floodLimit / 8, "the server sent \(sent) bytes")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEndlessEventFailsAtTheEventLimit(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.limits.maximumEventSize = 64 * 1024 }
+            var events = client.events(for: try get(server.url, "/endless-event")).makeAsyncIterator()
+            let error = await #expect(throws: TrellisError.self) { _ = try await events.next() }
+            guard case .responseTooLarge(let failure) = error else {
+                Issue.record("expected responseTooLarge, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.description == "a server-sent event is larger than the limit of 65536 bytes")
+            #expect(server.connectionsOpened == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func reconnectionWaitsHaveAFloorAndBackOff(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let waits = NIOLockedValueBox<[Duration]>([])
+            let client = Client(baseURL: server.url, transport: kind.transport) {
+                $0.retry = RetryPolicy(sleep: { wait in
+                    let count = waits.withLockedValue { $0.append(wait); return $0.count }
+                    if count == 5 { throw CancellationError() }
+                })
+            }
+            var events = client.events(for: try get(server.url, "/retry-zero")).makeAsyncIterator()
+            await #expect(throws: CancellationError.self) { _ = try await events.next() }
+            #expect(waits.withLockedValue { $0 } == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4)])
+            #expect(server.connectionsOpened == 5)
+        }
+    }
+
+    // MARK: Responses checked against what was asked
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartialResponseNobodyAskedForIsRefused(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport)
+            let destination = FileManager.default.temporaryDirectory.appendingPathComponent("trellis-partial-\(UUID().uuidString)")
+            let download = await #expect(throws: TrellisError.self) {
+                try await client.download(get(server.url, "/partial"), to: destination)
+            }
+            #expect(status(of: download) == 206)
+            #expect(!FileManager.default.fileExists(atPath: destination.path))
+            let buffered = await #expect(throws: TrellisError.self) { try await client.perform(get(server.url, "/partial")) }
+            #expect(status(of: buffered) == 206)
+
+            // Asked for, it is the answer.
+            var ranged = try get(server.url, "/partial")
+            ranged.headerFields[.range] = "bytes=0-99"
+            let part = try await client.download(ranged, to: destination)
+            #expect(part.byteCount == 100)
+            try? FileManager.default.removeItem(at: destination)
+        }
+    }
+
+    // MARK: Values sent
+
+    @Test func datesGoOutWhole() async throws {
+        try await HostileServer.with { server in
+            let api = HostileAPIService(client: Client(baseURL: server.url))
+            _ = try await api.record(at: Date(timeIntervalSince1970: 1.5))
+            #expect(server.heads.first?.hasPrefix("GET /record?at=1970-01-01T00%3A00%3A01.500Z ") == true)
+            #expect(Date(timeIntervalSince1970: 86_400).parameterValue == "1970-01-02T00:00:00Z")
+        }
+    }
+
+    @Test(arguments: [".", ".."])
+    func dotSegmentsAreRefusedAsPathValues(_ value: String) async throws {
+        try await HostileServer.with { server in
+            let api = HostileAPIService(client: Client(baseURL: server.url))
+            let error = await #expect(throws: TrellisError.self) { try await api.item(name: value) }
+            guard case .invalidRequest(let failure) = error else {
+                Issue.record("expected invalidRequest, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.description.contains("dot segment"))
+            #expect(server.heads.isEmpty)
+        }
+    }
+
+    // MARK: Connections
+
+    @Test(arguments: TransportKind.allCases)
+    func aRequestOnAConnectionTheServerClosedGoesOutAgain(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport)
+            let first = try await client.value(for: get(server.url, "/once-per-connection"), as: String.self)
+            let second = try await client.value(for: get(server.url, "/once-per-connection"), as: String.self)
+            #expect([first, second] == ["first", "first"])
+            #expect(server.connectionsOpened == 2)
+        }
+    }
+
+    // MARK: Redaction and files
+
+    @Test(arguments: TransportKind.allCases)
+    func logsAndErrorsCarryNoCredential(_ kind: TransportKind) async throws {
+        let records = LogCapture()
+        var logger = Logger(label: "trellis-hostile") { _ in records }
+        logger.logLevel = .debug
+        try await HostileServer.with { server in
+            let client = Client(
+                baseURL: server.url,
+                transport: kind.transport,
+                middlewares: [
+                    try APIKey(.header("X-Tenant-Secret"), "header-secret"),
+                    try APIKey(.query("sig"), "query-secret"),
+                ]
+            ) { $0.logger = logger }
+            _ = try await client.value(for: get(server.url, "/redirect?to=/record&api_key=url-secret"), as: String.self)
+            var silent = try get(server.url, "/silent?access_token=url-secret")
+            silent.timeout = .milliseconds(200)
+            let error = await #expect(throws: TrellisError.self) { try await client.perform(silent) }
+            let text = records.messages.joined(separator: "\n") + "\n" + String(describing: error)
+            #expect(text.contains("/silent"))
+            for secret in ["header-secret", "query-secret", "url-secret"] {
+                #expect(!text.contains(secret), "\(secret) was logged")
+            }
+            #expect(server.heads.first?.contains("X-Tenant-Secret: header-secret") == true)
+        }
+    }
+
+    @Test func aDownloadIsWrittenPrivatelyAndNeverThroughAPlantedLink() async throws {
+        try await HostileServer.with { server in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("trellis-link-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let victim = folder.appendingPathComponent("victim")
+            try Data("precious".utf8).write(to: victim)
+            let destination = folder.appendingPathComponent("download")
+            try FileManager.default.createSymbolicLink(atPath: destination.path + ".trellis-partial", withDestinationPath: victim.path)
+
+            let file = try await Client(baseURL: server.url).download(get(server.url, "/record"), to: destination)
+            #expect(try String(contentsOf: file.url, encoding: .utf8) == "ok")
+            #expect(try String(contentsOf: victim, encoding: .utf8) == "precious")
+            let permissions = try FileManager.default.attributesOfItem(atPath: destination.path)[.posixPermissions] as? Int
+            #expect(permissions == 0o600)
+        }
+    }
+
+    @Test func pinsApplyHoweverTheHostIsWritten() throws {
+        let key = try PublicKeyPin(String(repeating: "A", count: 43) + "=")
+        let pinning = try CertificatePinning([
+            PinnedHost("api.example.com", publicKeys: [key]),
+            PinnedHost("::1", publicKeys: [key]),
+            PinnedHost("127.0.0.1", publicKeys: [key]),
+        ])
+        for host in ["API.Example.COM", "api.example.com.", "[::1]", "0:0:0:0:0:0:0:1", "[0000::0001]", "127.1", "127.0.0.1."] {
+            #expect(pinning.pins(for: host) != nil, "\(host) escaped its pins")
+        }
+        #expect(pinning.pins(for: "example.com") == nil)
+    }
+}

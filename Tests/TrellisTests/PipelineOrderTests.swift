@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+import Testing
+@testable import Trellis
+import TrellisTesting
+
+@Suite("The pipeline's order")
+struct PipelineOrderTests {
+    private struct CallStamp: Middleware {
+        func intercept(
+            _ request: Request,
+            next: @Sendable (Request) async throws -> Response<ResponseBody>
+        ) async throws -> Response<ResponseBody> {
+            try await next(request)
+        }
+    }
+
+    /// The stage names "How a request travels" lists, in its order.
+    private func readmeStages() throws -> [String] {
+        let readme = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let start = try #require(text.range(of: "## How a request travels"))
+        let rest = text[start.upperBound...]
+        let section = rest[..<(rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex)]
+        return section.split(separator: "`").map(String.init).filter { $0.hasSuffix("Stage") && !$0.contains(" ") }
+    }
+
+    @Test func theReadmeListsTheStagesInTheOrderTheCodeRunsThem() throws {
+        var logger = Logger(label: "order")
+        logger.logLevel = .debug
+        let client = Client(
+            baseURL: URL(string: "https://api.test")!,
+            transport: MockTransport(),
+            middlewares: [try APIKey(.header("X-Key"), "k"), CallStamp()]
+        ) {
+            $0.logger = logger
+            $0.security.plainHTTP = .refused
+        }
+        let names = client.pipeline.stages.map { String(describing: type(of: $0)) }
+        #expect(names.filter { $0.hasSuffix("Stage") } == (try readmeStages()))
+        // The caller's middlewares sit where their scope says.
+        #expect(names.firstIndex(of: "CallStamp")! < names.firstIndex(of: "PreconditionStage")!)
+        #expect(names.firstIndex(of: "RedirectStage")! < names.firstIndex(of: "APIKey")!)
+        #expect(names.firstIndex(of: "APIKey")! < names.firstIndex(of: "AccessTokenStage")!)
+    }
+
+    @Test func aServiceAddsItsMiddlewaresAfterTheClients() throws {
+        let client = Client(baseURL: URL(string: "https://api.test")!, transport: MockTransport(), middlewares: [CallStamp()])
+        let derived = client.adding(middlewares: [CallStamp(), CallStamp()])
+        #expect(derived.middlewares.count == 3)
+        #expect(derived.transport as AnyObject === client.transport as AnyObject)
+        #expect(derived.authorizer === client.authorizer)
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A raw TCP server that lies, stalls, floods and redirects, for the holes a client must not
+/// have. It reads request heads (bodiless requests, several per connection) and acts on each
+/// path; every head it reads is recorded.
+///
+/// - `/record`: 200 with `ok`, keeping the connection.
+/// - `/redirect?to=URL`: 302 to `URL`, keeping the connection.
+/// - `/stall-redirect?to=URL`: 302 to `URL` announcing a 1,000-byte body, 10 bytes of it, then
+///   nothing.
+/// - `/silent`: never answers.
+/// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
+/// - `/stall-events`: an event stream with one event, then nothing.
+/// - `/flood`: a chunked body of up to 1 GiB, written as fast as the client takes it; how much
+///   was written before the client went away is ``floodedBytes``.
+/// - `/503`: 503 with no body.
+/// - `/partial`: 206 with `Content-Range: bytes 0-99/1000` and 100 bytes, to a request that
+///   asked for no range.
+/// - `/endless-event`: an event stream whose first line never ends (2 MiB of `A`), then held.
+/// - `/retry-zero`: an event stream of `retry: 0` and no event, then the connection closes.
+/// - `/once-per-connection`: 200 to the first request of a connection (kept alive); a later
+///   request on the same connection gets the connection closed without a byte, as a server
+///   that timed out an idle keep-alive connection does.
+final class HostileServer: Sendable {
+    static let floodLimit = 1 << 30
+
+    private let channel: any Channel
+    private let state = NIOLockedValueBox(State())
+    /// Yields once when a flood ends, with the bytes written.
+    let floodEnded: AsyncStream<Int>
+    private let floodSink: AsyncStream<Int>.Continuation
+
+    struct State {
+        var heads: [String] = []
+        var connectionsOpened = 0
+        var connectionsClosed = 0
+    }
+
+    var url: URL { URL(string: "http://127.0.0.1:\(channel.localAddress!.port!)")! }
+    /// Every request head read, in order.
+    var heads: [String] { state.withLockedValue { $0.heads } }
+    var connectionsOpened: Int { state.withLockedValue { $0.connectionsOpened } }
+
+    init() async throws {
+        let state = self.state
+        let (floodEnded, floodSink) = AsyncStream.makeStream(of: Int.self)
+        self.floodEnded = floodEnded
+        self.floodSink = floodSink
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(Handler(state: state, floodSink: floodSink))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+    }
+
+    func stop() async throws {
+        try await channel.close()
+    }
+
+    /// Runs `body` with a started server, and stops it afterwards.
+    static func with<Result: Sendable>(_ body: (HostileServer) async throws -> Result) async throws -> Result {
+        let server = try await HostileServer()
+        do {
+            let result = try await body(server)
+            try await server.stop()
+            return result
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+    }
+
+    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        let state: NIOLockedValueBox<State>
+        let floodSink: AsyncStream<Int>.Continuation
+        private var received = ""
+        private var requestsOnConnection = 0
+
+        init(state: NIOLockedValueBox<State>, floodSink: AsyncStream<Int>.Continuation) {
+            self.state = state
+            self.floodSink = floodSink
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            state.withLockedValue { $0.connectionsOpened += 1 }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            state.withLockedValue { $0.connectionsClosed += 1 }
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            received += String(buffer: Self.unwrapInboundIn(data))
+            while let end = received.range(of: "\r\n\r\n") {
+                let head = String(received[..<end.lowerBound])
+                received = String(received[end.upperBound...])
+                requestsOnConnection += 1
+                state.withLockedValue { $0.heads.append(head) }
+                answer(head, context: context)
+            }
+        }
+
+        private func answer(_ head: String, context: ChannelHandlerContext) {
+            let target = head.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
+            let components = URLComponents(string: target)
+            let path = components?.path ?? target
+            let redirectTarget = components?.queryItems?.first { $0.name == "to" }?.value ?? "/record"
+            switch path {
+            case "/record":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            case "/redirect":
+                write(context, "HTTP/1.1 302 Found\r\nLocation: \(redirectTarget)\r\nContent-Length: 0\r\n\r\n")
+            case "/stall-redirect":
+                write(context, "HTTP/1.1 302 Found\r\nLocation: \(redirectTarget)\r\nContent-Length: 1000\r\n\r\n0123456789")
+            case "/stall-body":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\n0123456789")
+            case "/stall-events":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                writeChunk(context, "data: one\n\n")
+            case "/flood":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                flood(context, sent: 0)
+            case "/503":
+                write(context, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+            case "/partial":
+                write(context, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/1000\r\nContent-Length: 100\r\n\r\n" + String(repeating: "p", count: 100))
+            case "/endless-event":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                writeChunk(context, "data: " + String(repeating: "A", count: 2 << 20))
+            case "/retry-zero":
+                let body = "retry: 0\n\n"
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body)
+                context.close(promise: nil)
+            case "/once-per-connection":
+                if requestsOnConnection == 1 {
+                    write(context, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+                } else {
+                    context.close(promise: nil)
+                }
+            default:
+                break  // "/silent"
+            }
+        }
+
+        private func flood(_ context: ChannelHandlerContext, sent: Int) {
+            guard sent < HostileServer.floodLimit else {
+                write(context, "0\r\n\r\n")
+                floodSink.yield(sent)
+                return
+            }
+            let size = 64 * 1024
+            var chunk = context.channel.allocator.buffer(capacity: size + 16)
+            chunk.writeString(String(size, radix: 16) + "\r\n")
+            chunk.writeRepeatingByte(UInt8(ascii: "x"), count: size)
+            chunk.writeString("\r\n")
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.writeAndFlush(Self.wrapOutboundOut(chunk)).whenComplete { result in
+                let (handler, context) = loopBound.value
+                switch result {
+                case .success: handler.flood(context, sent: sent + size)
+                case .failure: handler.floodSink.yield(sent)
+                }
+            }
+        }
+
+        private func write(_ context: ChannelHandlerContext, _ text: String) {
+            context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(string: text)), promise: nil)
+        }
+
+        private func writeChunk(_ context: ChannelHandlerContext, _ text: String) {
+            write(context, String(text.utf8.count, radix: 16) + "\r\n" + text + "\r\n")
+        }
+    }
+}

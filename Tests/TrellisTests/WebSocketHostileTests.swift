@@ -1,0 +1,71 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+import NIOConcurrencyHelpers
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+@testable import Trellis
+
+/// Refuses every response: a middleware that decides, after the upgrade, that the
+/// conversation must not go on.
+private struct RefuseResponses: Middleware {
+    struct Refused: Error {}
+
+    func intercept(
+        _ request: Trellis.Request,
+        next: @Sendable (Trellis.Request) async throws -> Trellis.Response<Trellis.ResponseBody>
+    ) async throws -> Trellis.Response<Trellis.ResponseBody> {
+        _ = try await next(request)
+        throw Refused()
+    }
+}
+
+@Suite("WebSocket peers that misbehave")
+struct WebSocketHostileTests {
+    @Test func aPingFloodHoldsOnePongAtATime() throws {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(
+            WebSocketControlHandler(pingInterval: nil, pingTimeout: .seconds(10), closeFrame: NIOLockedValueBox(nil))
+        )
+        // A peer that floods pings and reads nothing: the channel stops taking writes.
+        channel.isWritable = false
+        for index in 0..<10_000 {
+            var payload = channel.allocator.buffer(capacity: 8)
+            payload.writeInteger(UInt64(index))
+            try channel.writeInbound(WebSocketFrame(fin: true, opcode: .ping, data: payload))
+        }
+        #expect(try channel.readOutbound(as: WebSocketFrame.self) == nil)
+
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        let pong = try #require(try channel.readOutbound(as: WebSocketFrame.self))
+        #expect(pong.opcode == .pong)
+        // The latest ping's payload, as given to the frame (the encoder masks it on the wire).
+        #expect(pong.data.getInteger(at: pong.data.readerIndex, as: UInt64.self) == 9_999)
+        #expect(try channel.readOutbound(as: WebSocketFrame.self) == nil)
+        _ = try channel.finish()
+    }
+
+    @Test func aConnectionWhoseUpgradeAMiddlewareRefusesIsClosed() async throws {
+        let (events, sink) = AsyncStream.makeStream(of: String.self)
+        let routes: (Router<BasicWebSocketRequestContext>) -> Void = { router in
+            router.ws("hold") { inbound, _, _ in
+                sink.yield("opened")
+                for try await _ in inbound.messages(maxSize: 1024) {}
+                sink.yield("closed")
+            }
+        }
+        try await WebSocketTestServer.with(routes) { url in
+            let base = URL(string: url.absoluteString.replacingOccurrences(of: "ws://", with: "http://"))!
+            let client = Client(baseURL: base, middlewares: [RefuseResponses()])
+            await #expect(throws: RefuseResponses.Refused.self) {
+                _ = try await client.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "hold")))
+            }
+            var iterator = events.makeAsyncIterator()
+            #expect(await iterator.next() == "opened")
+            #expect(await iterator.next() == "closed")
+        }
+    }
+}
