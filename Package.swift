@@ -157,5 +157,21 @@ if Context.environment["TRELLIS_FUZZ"] != nil {
             dependencies: ["Trellis", .product(name: "MultipartKit", package: "multipart-kit")],
             path: "Fuzz/Multipart"
         ),
+        // What Trellis parses from the network; these reach its internal parsers through
+        // `@testable import`, which `Fuzz/run` allows with -enable-testing.
+        .executableTarget(name: "fuzz-event-stream", dependencies: ["Trellis"], path: "Fuzz/EventStream"),
+        .executableTarget(name: "fuzz-retry-after", dependencies: ["Trellis"], path: "Fuzz/RetryAfter"),
+        .executableTarget(name: "fuzz-content-range", dependencies: ["Trellis"], path: "Fuzz/ContentRange"),
+        .executableTarget(
+            name: "fuzz-websocket-handshake",
+            dependencies: [
+                "Trellis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Fuzz/WebSocketHandshake"
+        ),
     ]
 }

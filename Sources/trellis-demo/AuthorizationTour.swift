@@ -88,7 +88,7 @@ final class TokenIssuer: Sendable {
 
 func authorizationTour(_ baseURL: URL, issuer: TokenIssuer) async throws {
     // A leeway shorter than the demo tokens' two-second life, so the first token gets used.
-    let client = Client(baseURL: baseURL, accessTokens: AccessTokenSettings(expiryLeeway: .milliseconds(200)))
+    let client = Client(baseURL: baseURL) { $0.accessTokens = AccessTokenSettings(expiryLeeway: .milliseconds(200)) }
     let account = AccountService(client: client)
     account.onAuthRetry = { account in
         guard let refreshToken = try await account.accessToken()?.refreshToken else {

@@ -15,7 +15,7 @@ struct AuthIntegrationTests {
     ) async throws {
         let server = AuthServer()
         try await TestServer.with(server.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport, logger: logger, accessTokens: settings)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.logger = logger; $0.accessTokens = settings }
             let blog = SecureBlogService(client: client)
             blog.onAuthRetry = SecureBlogService.refreshHook
             try await body(blog, server, url)

@@ -49,7 +49,7 @@ struct ConnectTimeoutTests {
         let listener = try UnansweringListener()
         let transport = AsyncHTTPClientTransport(connectTimeout: .milliseconds(300))
         defer { Task { try await transport.shutdown() } }
-        let client = Client(baseURL: URL(string: "http://127.0.0.1:\(listener.port)")!, transport: transport, timeout: .seconds(50))
+        let client = Client(baseURL: URL(string: "http://127.0.0.1:\(listener.port)")!, transport: transport) { $0.timeouts.request = .seconds(50) }
         let error = await #expect(throws: TrellisError.self) {
             try await client.perform(Request(method: .get, url: URL(string: "http://127.0.0.1:\(listener.port)/x")!))
         }

@@ -6,7 +6,7 @@ import Trellis
 struct ErrorIntegrationTests {
     private func withProbe(_ kind: TransportKind, timeout: Duration = .seconds(30), _ body: (ProbeService) async throws -> Void) async throws {
         try await TestServer.with(TestRoutes.install) { url in
-            try await body(ProbeService(client: Client(baseURL: url, transport: kind.transport, timeout: timeout)))
+            try await body(ProbeService(client: Client(baseURL: url, transport: kind.transport) { $0.timeouts.request = timeout }))
         }
     }
 
@@ -101,7 +101,7 @@ struct ErrorIntegrationTests {
         let silent = try await SilentServer()
         let url = silent.url
         try await silent.stop()
-        let probe = ProbeService(client: Client(baseURL: url, transport: kind.transport, timeout: .seconds(30)))
+        let probe = ProbeService(client: Client(baseURL: url, transport: kind.transport) { $0.timeouts.request = .seconds(30) })
         let error = await #expect(throws: TrellisError.self) { try await probe.text() }
         guard case .connectionFailed(let failure) = error else {
             Issue.record("expected connectionFailed, got \(String(describing: error))")
@@ -127,7 +127,7 @@ struct ErrorIntegrationTests {
     @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
     func cancellingTheTaskClosesTheConnection(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
-        let probe = ProbeService(client: Client(baseURL: silent.url, transport: kind.transport, timeout: .seconds(600)))
+        let probe = ProbeService(client: Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) })
         let call = Task { try await probe.text() }
         var events = silent.events.makeAsyncIterator()
         #expect(await events.next() == .requestReceived)
@@ -144,7 +144,7 @@ struct ErrorIntegrationTests {
         // Long enough for the request to leave even when the whole suite runs in parallel on
         // two cores (FoundationNetworking once took over 300 ms to send its first request),
         // since the test then checks that the server saw the request and the connection close.
-        let probe = ProbeService(client: Client(baseURL: silent.url, transport: kind.transport, timeout: .seconds(2)))
+        let probe = ProbeService(client: Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(2) })
         let error = await #expect(throws: TrellisError.self) { try await probe.text() }
         guard case .timedOut(let failure) = error else {
             Issue.record("expected timedOut, got \(String(describing: error))")
@@ -160,7 +160,7 @@ struct ErrorIntegrationTests {
     @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
     func aBodyThatStallsAfterTheHeadTimesOut(_ kind: TransportKind) async throws {
         try await TestServer.with(TestRoutes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport, timeout: .milliseconds(300))
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts.request = .milliseconds(300) }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.data(for: Request(method: .get, url: url.appending(path: "stall")))
             }
@@ -175,7 +175,7 @@ struct ErrorIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func bodiesOverTheLimitFailBeforeTheyAreHeld(_ kind: TransportKind) async throws {
         try await TestServer.with(TestRoutes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport, maximumBodySize: 100_000)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.limits.maximumBodySize = 100_000 }
             let fits = try await client.data(for: Request(method: .get, url: url.appending(path: "chunked/100000")))
             #expect(fits.body.count == 100_000)
             let error = await #expect(throws: TrellisError.self) {
@@ -192,7 +192,7 @@ struct ErrorIntegrationTests {
     @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
     func perRequestTimeoutOverridesTheClients(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
-        let client = Client(baseURL: silent.url, transport: kind.transport, timeout: .seconds(600))
+        let client = Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) }
         var builder = RequestBuilder(method: .get, path: "/slow")
         builder.timeout = .milliseconds(200)
         let error = await #expect(throws: TrellisError.self) { try await client.perform(builder.makeRequest(for: client)) }

@@ -88,12 +88,10 @@ struct FaultIntegrationTests {
             // Short for the faults that are timeouts; long for the rest, so that a slow first
             // attempt under the load of the parallel suite is not a timeout that gets retried.
             let isTimeout = fault == .headersNeverArrive || fault == .bodyTricklesForever
-            let client = Client(
-                baseURL: url,
-                transport: kind.transport,
-                timeout: isTimeout ? .seconds(2) : .seconds(20),
-                retryPolicy: sleeper.policy()
-            )
+            let client = Client(baseURL: url, transport: kind.transport) {
+                $0.timeouts.request = isTimeout ? .seconds(2) : .seconds(20)
+                $0.retry = sleeper.policy()
+            }
             let target: URL
             switch fault {
             case .connectionRefused: target = URL(string: "http://127.0.0.1:1/posts")!

@@ -39,7 +39,7 @@ struct PinningIntegrationTests {
 
     /// Sends `GET /pinned` through `transport` and returns the body, or throws.
     private func fetch(_ url: URL, _ transport: AsyncHTTPClientTransport, timeout: Duration = .seconds(30)) async throws -> String {
-        let client = Client(baseURL: url, transport: transport, timeout: timeout, pinning: transport.pinning)
+        let client = Client(baseURL: url, transport: transport) { $0.timeouts.request = timeout; $0.security.pinning = transport.pinning }
         let response = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "pinned")))
         return String(decoding: response.body, as: UTF8.self)
     }
@@ -204,11 +204,11 @@ struct PinningIntegrationTests {
         let bad = try CertificatePinning([PinnedHost("localhost", certificates: [pinned(stranger.leaf)])])
         try await TLSTestServer.with(certificates, Hits().install) { url in
             let request = try Trellis.Request(method: .get, url: url.appending(path: "pinned"))
-            let client = Client(baseURL: url, pinning: good)
+            let client = Client(baseURL: url) { $0.security.pinning = good }
             let body = try await client.data(for: request).body
             #expect(String(decoding: body, as: UTF8.self) == "pinned")
 
-            let refusing = Client(baseURL: url, pinning: bad)
+            let refusing = Client(baseURL: url) { $0.security.pinning = bad }
             let refused = await #expect(throws: TrellisError.self) { try await refusing.perform(request) }
             guard case .pinningFailed = refused else {
                 Issue.record("expected pinningFailed, got \(String(describing: refused))")
@@ -216,7 +216,7 @@ struct PinningIntegrationTests {
             }
 
             // A transport made with other pins would skip the client's: every request fails.
-            let mismatched = Client(baseURL: url, transport: AsyncHTTPClientTransport.shared, pinning: good)
+            let mismatched = Client(baseURL: url, transport: AsyncHTTPClientTransport.shared) { $0.security.pinning = good }
             let error = await #expect(throws: TrellisError.self) { try await mismatched.perform(request) }
             guard case .invalidRequest(let problem) = error else {
                 Issue.record("expected invalidRequest, got \(String(describing: error))")
@@ -232,7 +232,7 @@ struct PinningIntegrationTests {
         let hits = Hits()
         let pinning = try CertificatePinning([PinnedHost("localhost", certificates: [pinned(certificates.leaf)])])
         try await TLSTestServer.with(certificates, hits.install) { url in
-            let client = Client(baseURL: url, transport: URLSessionTransport(pinning: pinning), pinning: pinning)
+            let client = Client(baseURL: url, transport: URLSessionTransport(pinning: pinning)) { $0.security.pinning = pinning }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.perform(Trellis.Request(method: .get, url: url.appending(path: "pinned")))
             }

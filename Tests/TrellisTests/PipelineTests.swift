@@ -22,16 +22,13 @@ struct PipelineTests {
     @Test(arguments: TransportKind.allCases)
     func middlewaresAndInterceptorsRunInOrderAgainstTheServer(_ kind: TransportKind) async throws {
         try await TestServer.with(TestRoutes.install) { url in
-            let client = Client(
-                baseURL: url,
-                transport: kind.transport,
-                middlewares: [Stamp(value: "first"), Stamp(value: "second")],
-                beforeSending: { request in
+            let client = Client(baseURL: url, transport: kind.transport, middlewares: [Stamp(value: "first"), Stamp(value: "second")]) {
+                $0.interceptors.beforeSending = { request in
                     var request = request
                     try request.addHeader("X-Stamp", "client-hook")
                     return request
                 }
-            )
+            }
             let probe = ProbeService(client: client)
             probe.beforeSending = { request in
                 var request = request
@@ -137,7 +134,7 @@ struct PipelineTests {
         var logger = Logger(label: "trellis-test") { _ in records }
         logger.logLevel = .debug
         try await TestServer.with(TestRoutes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport, logger: logger)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.logger = logger }
             let probe = ProbeService(client: client)
             probe.beforeSending = { request in
                 var request = request

@@ -44,12 +44,12 @@ struct RedirectIntegrationTests {
             }
             #expect(redirectFailure(loop)?.reason.contains("loop") == true)
 
-            let strict = Client(baseURL: url, transport: kind.transport, redirects: RedirectPolicy(maximum: 1))
+            let strict = Client(baseURL: url, transport: kind.transport) { $0.redirects = RedirectPolicy(maximum: 1) }
             let chain = try redirect(url, 302, to: url.absoluteString + "/redirect/302?to=/echo/x", method: .get, body: nil)
             let tooMany = await #expect(throws: TrellisError.self) { try await strict.perform(chain) }
             #expect(redirectFailure(tooMany)?.reason.contains("more than 1") == true)
 
-            let none = Client(baseURL: url, transport: kind.transport, redirects: .none)
+            let none = Client(baseURL: url, transport: kind.transport) { $0.redirects = .none }
             let response = try await none.send(redirect(url, 302, to: "/echo/x", method: .get, body: nil))
             #expect(response.status == .found)
             #expect(response.headerFields[.location] == "/echo/x")

@@ -39,7 +39,7 @@ struct RetryIntegrationTests {
     func retryAfterInSecondsIsWaitedAndTheThirdAttemptSucceeds(_ kind: TransportKind) async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, transport: kind.transport, retryPolicy: sleeper.policy())
+            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy() }
             let attempt = try await client.value(for: Request(method: .get, url: flaky(url, "a", failures: 2, retryAfter: "3")), as: Attempt.self)
             #expect(attempt.attempt == 3)
             #expect(server.attempts(for: "a") == 3)
@@ -52,7 +52,7 @@ struct RetryIntegrationTests {
             let sleeper = RecordingSleeper()
             // The server's date is 08:49:37; the client's clock says 08:49:30.
             let now = try #require(ISO8601DateFormatter().date(from: "1994-11-06T08:49:30Z"))
-            let client = Client(baseURL: url, retryPolicy: sleeper.policy { $0.now = { now } })
+            let client = Client(baseURL: url) { $0.retry = sleeper.policy { $0.now = { now } } }
             let request = try Request(method: .get, url: flaky(url, "date", status: 429, failures: 1, retryAfter: "Sun, 06 Nov 1994 08:49:37 GMT"))
             let attempt = try await client.value(for: request, as: Attempt.self)
             #expect(attempt.attempt == 2)
@@ -67,7 +67,7 @@ struct RetryIntegrationTests {
                 policy.initialDelay = .milliseconds(100)
                 policy.maximumDelay = .milliseconds(500)
             }
-            let client = Client(baseURL: url, retryPolicy: policy)
+            let client = Client(baseURL: url) { $0.retry = policy }
             _ = try await client.value(for: Request(method: .get, url: flaky(url, "b", status: 500, failures: 4)), as: Attempt.self)
             // 100, 200, 400, then 800 capped at 500 ms; the injected random number halves the
             // jitter share (0.5) of each.
@@ -78,7 +78,7 @@ struct RetryIntegrationTests {
     @Test func aRetryAfterBeyondTheCapEndsTheRetriesAndReturnsTheStatus() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, retryPolicy: sleeper.policy { $0.maximumDelay = .seconds(10) })
+            let client = Client(baseURL: url) { $0.retry = sleeper.policy { $0.maximumDelay = .seconds(10) } }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: flaky(url, "c", failures: 1, retryAfter: "3600")))
             }
@@ -96,7 +96,7 @@ struct RetryIntegrationTests {
     @Test func theTotalCapStopsRetryingBeforeItIsExceeded() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, retryPolicy: sleeper.policy(maximumRetries: 5) { $0.maximumTotalDelay = .seconds(5) })
+            let client = Client(baseURL: url) { $0.retry = sleeper.policy(maximumRetries: 5) { $0.maximumTotalDelay = .seconds(5) } }
             await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: flaky(url, "d", failures: 10, retryAfter: "2")))
             }
@@ -109,7 +109,7 @@ struct RetryIntegrationTests {
     func postIsNotRetriedUnlessTheEndpointOptsIn(_ kind: TransportKind) async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let service = FlakyService(client: Client(baseURL: url, transport: kind.transport, retryPolicy: sleeper.policy()))
+            let service = FlakyService(client: Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy() })
             await #expect(throws: TrellisError.self) { try await service.submit(key: "post", status: 503, failures: 1) }
             #expect(server.attempts(for: "post") == 1)
             let attempt = try await service.submitSafely(key: "safe", status: 503, failures: 2)
@@ -122,7 +122,7 @@ struct RetryIntegrationTests {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
             // The client retries nothing; the endpoint's @Retry(max: 3) does, with the client's clock.
-            let service = FlakyService(client: Client(baseURL: url, retryPolicy: sleeper.policy(maximumRetries: 0)))
+            let service = FlakyService(client: Client(baseURL: url) { $0.retry = sleeper.policy(maximumRetries: 0) })
             let attempt = try await service.fetch(key: "e", status: 502, failures: 3)
             #expect(attempt.attempt == 4)
             #expect(server.attempts(for: "e") == 4)
@@ -133,7 +133,7 @@ struct RetryIntegrationTests {
     @Test func aOneShotStreamBodyIsNeverReplayed() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, retryPolicy: sleeper.policy())
+            let client = Client(baseURL: url) { $0.retry = sleeper.policy() }
             let chunks = AsyncStream<ByteBuffer> { continuation in
                 continuation.yield(ByteBuffer(string: "once"))
                 continuation.finish()
@@ -156,7 +156,7 @@ struct RetryIntegrationTests {
                 waitingSink.yield()
                 try await Task.sleep(for: duration)
             })
-            let client = Client(baseURL: url, retryPolicy: policy)
+            let client = Client(baseURL: url) { $0.retry = policy }
             let request = try Request(method: .get, url: flaky(url, "f", failures: 5, retryAfter: "30"))
             let call = Task { try await client.perform(request) }
             for await _ in waiting { break }
@@ -174,7 +174,7 @@ struct RetryIntegrationTests {
     func aFailingPreconditionSendsNothing(_ kind: TransportKind) async throws {
         try await withFlaky { url, server in
             struct Offline: Error {}
-            let client = Client(baseURL: url, transport: kind.transport, preconditions: [Precondition("online") { _ in throw Offline() }])
+            let client = Client(baseURL: url, transport: kind.transport) { $0.validation.preconditions = [Precondition("online") { _ in throw Offline() }] }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: flaky(url, "g", failures: 0)))
             }
@@ -204,7 +204,7 @@ struct RetryIntegrationTests {
             let validation = ResponseValidation("first attempt only") { response, _ in
                 guard String(decoding: response.body, as: UTF8.self).contains("\"attempt\": 1") else { throw UnexpectedAttempt() }
             }
-            let client = Client(baseURL: url, transport: kind.transport, validations: [validation])
+            let client = Client(baseURL: url, transport: kind.transport) { $0.validation.validations = [validation] }
             let first = try await client.value(for: Request(method: .get, url: flaky(url, "v", failures: 0)), as: Attempt.self)
             #expect(first.attempt == 1)
             let error = await #expect(throws: TrellisError.self) {
@@ -226,7 +226,7 @@ struct RetryIntegrationTests {
             let notModified = try Request(method: .get, url: url.appending(path: "status/304"))
             await #expect(throws: TrellisError.self) { try await strict.perform(notModified) }
 
-            let lenient = Client(baseURL: url, transport: kind.transport, acceptedStatuses: Set(200...299).union([304]))
+            let lenient = Client(baseURL: url, transport: kind.transport) { $0.validation.acceptedStatuses = Set(200...299).union([304]) }
             let response = try await lenient.response(for: notModified)
             #expect(response.status.code == 304)
 

@@ -103,7 +103,7 @@ struct ServerSentEventIntegrationTests {
         let ticker = TickerRoutes()
         try await TestServer.with(ticker.install) { url in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, transport: kind.transport, retryPolicy: sleeper.policy(maximumRetries: 0))
+            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy(maximumRetries: 0) }
             var events: [ServerSentEvent] = []
             for try await event in client.events(for: try Trellis.Request(method: .get, url: url.appending(path: "ticker"))) {
                 events.append(event)
@@ -121,7 +121,7 @@ struct ServerSentEventIntegrationTests {
     func eventDataIsDecodedForTheChosenType(_ kind: TransportKind) async throws {
         let ticker = TickerRoutes()
         try await TestServer.with(ticker.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport, retryPolicy: RecordingSleeper().policy(maximumRetries: 0))
+            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = RecordingSleeper().policy(maximumRetries: 0) }
             let request = try Trellis.Request(method: .get, url: url.appending(path: "ticker"))
             var ticks: [Tick] = []
             for try await tick in client.events(for: request, as: Tick.self) { ticks.append(tick) }
@@ -138,7 +138,7 @@ struct ServerSentEventIntegrationTests {
     func aServiceFunctionReturnsTheEventStream(_ kind: TransportKind) async throws {
         let ticker = TickerRoutes()
         try await TestServer.with(ticker.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport, retryPolicy: RecordingSleeper().policy(maximumRetries: 0))
+            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = RecordingSleeper().policy(maximumRetries: 0) }
             let service = TickerService(client: client)
             var ticks: [Tick] = []
             for try await tick in try await service.ticks() { ticks.append(tick) }

@@ -35,7 +35,7 @@ struct TLSIntegrationTests {
                 #expect(failure.reason.contains("http"))
                 #expect(failure.to.hasPrefix("http://"))
 
-                let permissive = Client(baseURL: secureURL, transport: transport, redirects: RedirectPolicy(allowsInsecureDowngrade: true))
+                let permissive = Client(baseURL: secureURL, transport: transport) { $0.redirects = RedirectPolicy(allowsInsecureDowngrade: true) }
                 let followed = try await permissive.value(for: downgrade, as: Echo.self)
                 #expect(followed.path == "/echo/downgraded")
             }
@@ -48,7 +48,7 @@ struct TLSIntegrationTests {
         let certificates = try TestCertificates()
         try await TLSTestServer.with(certificates, TestRoutes.install) { secureURL in
             let transport = kind == .asyncHTTPClient ? AsyncHTTPClientTransport() : kind.transport
-            let client = Client(baseURL: secureURL, transport: transport, timeout: .seconds(30))
+            let client = Client(baseURL: secureURL, transport: transport) { $0.timeouts.request = .seconds(30) }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: secureURL.appending(path: "echo/x")))
             }
@@ -66,7 +66,7 @@ struct TLSIntegrationTests {
         let transport = trustingTransport(certificates)
         try await TestServer.with(TestRoutes.install) { plainURL in
             let plain = try Request(method: .get, url: plainURL.appending(path: "echo/clear"))
-            let refusing = Client(baseURL: plainURL, transport: transport, plainHTTP: .refused)
+            let refusing = Client(baseURL: plainURL, transport: transport) { $0.security.plainHTTP = .refused }
             let error = await #expect(throws: TrellisError.self) { try await refusing.perform(plain) }
             guard case .invalidRequest(let problem) = error else {
                 Issue.record("expected invalidRequest, got \(String(describing: error))")
@@ -75,7 +75,7 @@ struct TLSIntegrationTests {
             #expect(problem.part == .url)
             #expect(problem.reason.contains("plain http:// to 127.0.0.1 is refused"))
 
-            let local = Client(baseURL: plainURL, transport: transport, plainHTTP: .refusedExceptLoopback)
+            let local = Client(baseURL: plainURL, transport: transport) { $0.security.plainHTTP = .refusedExceptLoopback }
             let echo = try await local.value(for: plain, as: Echo.self)
             #expect(echo.path == "/echo/clear")
 
@@ -83,10 +83,10 @@ struct TLSIntegrationTests {
             try await TLSTestServer.with(certificates, TestRoutes.install) { secureURL in
                 var components = URLComponents(url: secureURL.appending(path: "redirect/302"), resolvingAgainstBaseURL: false)!
                 components.queryItems = [URLQueryItem(name: "to", value: plainURL.appending(path: "echo/x").absoluteString)]
-                let client = Client(
-                    baseURL: secureURL, transport: transport,
-                    redirects: RedirectPolicy(allowsInsecureDowngrade: true), plainHTTP: .refused
-                )
+                let client = Client(baseURL: secureURL, transport: transport) {
+                    $0.redirects = RedirectPolicy(allowsInsecureDowngrade: true)
+                    $0.security.plainHTTP = .refused
+                }
                 await #expect(throws: TrellisError.self) { try await client.perform(Request(method: .get, url: components.url!)) }
             }
         }

@@ -260,7 +260,7 @@ struct WebSocketIntegrationTests {
         let url = server.url
         let refreshes = NIOLockedValueBox(0)
         let storage = InMemoryAccessTokenStorage(["TrellisToken": AccessToken(accessToken: "stale")])
-        let client = Client(baseURL: base(url), accessTokens: AccessTokenSettings(storage: storage))
+        let client = Client(baseURL: base(url)) { $0.accessTokens = AccessTokenSettings(storage: storage) }
         var upgrade = try Trellis.Request(method: .get, url: url)
         upgrade.accessToken = AccessTokenRequirement(label: "TrellisToken") { _ in
             refreshes.withLockedValue { $0 += 1 }
@@ -273,10 +273,9 @@ struct WebSocketIntegrationTests {
         #expect(server.connectionCount == 2)
 
         // Without a way to refresh, the refusal is the caller's.
-        let refusing = Client(
-            baseURL: base(url),
-            accessTokens: AccessTokenSettings(storage: InMemoryAccessTokenStorage(["TrellisToken": AccessToken(accessToken: "stale")]))
-        )
+        let refusing = Client(baseURL: base(url)) {
+            $0.accessTokens = AccessTokenSettings(storage: InMemoryAccessTokenStorage(["TrellisToken": AccessToken(accessToken: "stale")]))
+        }
         var plain = try Trellis.Request(method: .get, url: url)
         plain.requireAccessToken()
         let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: plain) }
@@ -298,7 +297,7 @@ struct WebSocketIntegrationTests {
         }
         try await WebSocketTestServer.with(routes) { url in
             let storage = InMemoryAccessTokenStorage([ServiceContext.defaultTokenLabel: AccessToken(accessToken: "secret")])
-            let rooms = RoomsService(client: Client(baseURL: base(url), accessTokens: AccessTokenSettings(storage: storage)))
+            let rooms = RoomsService(client: Client(baseURL: base(url)) { $0.accessTokens = AccessTokenSettings(storage: storage) })
             let socket = try await rooms.join(room: "tea & cake")
             var received: [Trellis.WebSocketMessage] = []
             for try await message in socket.messages { received.append(message) }
@@ -324,7 +323,7 @@ struct WebSocketIntegrationTests {
         }
         try await WebSocketTestServer.with(tls: tls, routes) { url in
             let pinned = try CertificatePinning([PinnedHost("localhost", certificates: [PinnedCertificate(der: certificates.leaf.toDERBytes())])])
-            let client = Client(baseURL: base(url), pinning: pinned)
+            let client = Client(baseURL: base(url)) { $0.security.pinning = pinned }
             let socket = try await client.webSocket(for: request(url, "echo"))
             try await socket.send("over TLS")
             var messages = socket.messages.makeAsyncIterator()
@@ -334,7 +333,7 @@ struct WebSocketIntegrationTests {
             let wrongKey = try CertificatePinning([
                 PinnedHost("localhost", certificates: [PinnedCertificate(der: certificates.authority.toDERBytes())], publicKeys: [PinnedCertificate(der: stranger.leaf.toDERBytes()).publicKeyPin])
             ])
-            let refusing = Client(baseURL: base(url), pinning: wrongKey)
+            let refusing = Client(baseURL: base(url)) { $0.security.pinning = wrongKey }
             let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: request(url, "echo")) }
             guard case .pinningFailed(let failure) = error else {
                 Issue.record("expected pinningFailed, got \(String(describing: error))")

@@ -141,7 +141,7 @@ enum TransferBenchmark {
         case .rawUpload:
             elapsed = try await milliseconds { try await rawUpload(source, to: url.appending(path: "sink")) }
         case .trellisUpload:
-            let client = Client(baseURL: url, transport: AsyncHTTPClientTransport.shared, timeout: .seconds(600))
+            let client = Client(baseURL: url, transport: AsyncHTTPClientTransport.shared) { $0.timeouts.request = .seconds(600) }
             var form = MultipartForm()
             try form.addFile("file", fileAt: source)
             let request = try Trellis.Request(method: .post, url: url.appending(path: "sink"))

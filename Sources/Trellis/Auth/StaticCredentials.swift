@@ -24,7 +24,7 @@ public struct BasicAuthentication: Middleware {
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard request.origin == (origin ?? request.callOrigin ?? request.origin) else { return try await next(request) }
+        guard Request.isScoped(request, to: origin) else { return try await next(request) }
         var request = request
         request.headerFields[.authorization] = nil
         var field = HTTPField(name: .authorization, value: value)
@@ -78,7 +78,7 @@ public struct APIKey: Middleware {
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard request.origin == (origin ?? request.callOrigin ?? request.origin) else { return try await next(request) }
+        guard Request.isScoped(request, to: origin) else { return try await next(request) }
         var request = request
         switch placement {
         case .header:
@@ -95,5 +95,14 @@ public struct APIKey: Middleware {
             request.head.path = path + (path.contains("?") ? "&" : "?") + item
         }
         return try await next(request)
+    }
+}
+
+extension Request {
+    /// Whether a credential for `origin` (or, without one, for the origin the call was made
+    /// to) goes with `request`. The first hop of a call is its own origin.
+    static func isScoped(_ request: Request, to origin: String?) -> Bool {
+        guard let scope = origin ?? request.callOrigin else { return true }
+        return request.origin == scope
     }
 }

@@ -7,7 +7,7 @@ public import Foundation
 /// let online = Precondition("network is reachable") { _ in
 ///     guard await reachability.isOnline else { throw Offline() }
 /// }
-/// let client = Client(baseURL: url, preconditions: [online])
+/// let client = Client(baseURL: url) { $0.validation.preconditions = [online] }
 /// ```
 public struct Precondition: Sendable {
     /// What the check is, for the error.

@@ -135,9 +135,9 @@ public final class Client: Sendable {
                 configuration: configuration,
                 authorizer: authorizer,
                 client: reference,
-                pinningConflict: pinningConflict
-            ),
-            transport: transport
+                pinningConflict: pinningConflict,
+                transport: transport
+            )
         )
         reference.client = self
     }
@@ -157,42 +157,6 @@ public final class Client: Sendable {
             middlewares: middlewares + extra,
             configuration: { var plain = configuration; plain.interceptors = .init(); return plain }()
         )
-    }
-
-    /// Creates a client from every setting at once: the spelling of earlier releases. New code
-    /// reads better with ``init(baseURL:transport:middlewares:configure:)``.
-    public convenience init(
-        baseURL: URL,
-        transport: (any Transport)? = nil,
-        middlewares: [any Middleware] = [],
-        encoder: JSONEncoder = JSONEncoder(),
-        decoder: JSONDecoder = JSONDecoder(),
-        timeout: Duration = .seconds(60),
-        maximumBodySize: Int = Client.defaultMaximumBodySize,
-        logger: Logger = Logger(label: "Trellis"),
-        beforeSending: BeforeSending? = nil,
-        onResponse: OnResponse? = nil,
-        accessTokens: AccessTokenSettings = AccessTokenSettings(),
-        redirects: RedirectPolicy = .follow,
-        retryPolicy: RetryPolicy = .none,
-        acceptedStatuses: Set<Int> = Set(200...299),
-        preconditions: [Precondition] = [],
-        validations: [ResponseValidation] = [],
-        plainHTTP: PlainHTTPPolicy = .allowed,
-        pinning: CertificatePinning? = nil
-    ) {
-        var configuration = Configuration()
-        configuration.coding = .init(encoder: encoder, decoder: decoder)
-        configuration.timeouts.request = timeout
-        configuration.limits.maximumBodySize = maximumBodySize
-        configuration.logger = logger
-        configuration.interceptors = .init(beforeSending: beforeSending, onResponse: onResponse)
-        configuration.accessTokens = accessTokens
-        configuration.redirects = redirects
-        configuration.retry = retryPolicy
-        configuration.validation = .init(acceptedStatuses: acceptedStatuses, preconditions: preconditions, validations: validations)
-        configuration.security = .init(plainHTTP: plainHTTP, pinning: pinning)
-        self.init(baseURL: baseURL, transport: transport, middlewares: middlewares, configuration: configuration)
     }
 
     // MARK: Streaming

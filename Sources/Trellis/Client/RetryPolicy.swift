@@ -13,7 +13,7 @@ public import HTTPTypes
 /// it is. Cancelling the calling task ends a wait at once.
 ///
 /// ```swift
-/// let client = Client(baseURL: url, retryPolicy: RetryPolicy(maximumRetries: 3))
+/// let client = Client(baseURL: url) { $0.retry = RetryPolicy(maximumRetries: 3) }
 ///
 /// @GET("/feed") @Retry(max: 5)          // per endpoint
 /// func feed() async throws -> Feed

@@ -13,7 +13,7 @@ import NIOSSL
 ///     PinnedHost("api.example.com", publicKeys: [PublicKeyPin("sha256/r/mIkG3eEpVdm+u/ko/cwxzOMo1bk4TyHIlByibiA5E=")]),
 ///     PinnedHost("*.cdn.example.com", certificates: [PinnedCertificate(contentsOf: rootCAFile)]),
 /// ], excluding: ["status.example.com"])
-/// let client = Client(baseURL: apiURL, pinning: pinning)
+/// let client = Client(baseURL: apiURL) { $0.security.pinning = pinning }
 /// ```
 ///
 /// The check runs on the connection that carries the request, as its TLS handshake completes

@@ -2,11 +2,15 @@ import NIOConcurrencyHelpers
 
 /// Adds the access token to a request that requires one, on every hop, for the client's
 /// origin alone, and refreshes and replays once when the server refuses the token.
-struct AccessTokenStage: Middleware {
+struct AccessTokenStage: OptionalStage {
     let authorizer: AccessTokenAuthorizer
     /// The client whose pipeline this is, handed to a ``TokenRefresher``; held weakly, since
     /// the client holds the pipeline.
     let client: ClientReference
+
+    func isNeeded(for request: Request) -> Bool {
+        request.accessToken != nil
+    }
 
     func intercept(
         _ request: Request,

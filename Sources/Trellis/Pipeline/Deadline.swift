@@ -11,8 +11,12 @@ enum Deadline {
     /// caller's task. The timer is an event-loop timer rather than a second task sleeping: a
     /// task per request costs allocations and a thread hop, and this runs for every buffered
     /// call (measured in `Benchmarks/`).
+    ///
+    /// - Parameter reported: the timeout the error names (the request's), when `limit` is what
+    ///   is left of it.
     static func run<Value: Sendable>(
         _ limit: Duration,
+        reporting reported: Duration? = nil,
         describing request: Request,
         _ operation: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
@@ -32,7 +36,7 @@ enum Deadline {
             return value
         } catch {
             if expired.withLockedValue({ $0 }) {
-                throw TrellisError.timedOut(TimeoutFailure(timeout: limit, request: "\(request.method) \(RequestLog.redactedURL(request))"))
+                throw TrellisError.timedOut(TimeoutFailure(timeout: reported ?? limit, request: "\(request.method) \(RequestLog.redactedURL(request))"))
             }
             throw error
         }

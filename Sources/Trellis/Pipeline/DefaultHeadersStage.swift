@@ -1,6 +1,10 @@
 /// Fills in what a request's body implies and the caller left out: `Content-Type` from the
 /// body (JSON, a form, a multipart boundary). On every hop, since a redirect may drop the body.
-struct DefaultHeadersStage: Middleware {
+struct DefaultHeadersStage: OptionalStage {
+    func isNeeded(for request: Request) -> Bool {
+        request.body?.defaultContentType != nil && request.headerFields[.contentType] == nil
+    }
+
     func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>

@@ -7,8 +7,12 @@ import NIOPosix
 /// someone is waiting for one. On every hop, so a stalled redirect or 401 body is caught too.
 ///
 /// Buffered calls need no watch: their whole exchange runs against the call's deadline.
-struct IdleTimeoutStage: Middleware {
+struct IdleTimeoutStage: OptionalStage {
     let idleTimeout: Duration
+
+    func isNeeded(for request: Request) -> Bool {
+        request.bufferLimit == nil
+    }
 
     func intercept(
         _ request: Request,

@@ -1,7 +1,11 @@
 /// Runs the client's preconditions, then the request's, once per call: a failing one means
 /// nothing is sent.
-struct PreconditionStage: Middleware {
+struct PreconditionStage: OptionalStage {
     let preconditions: [Precondition]
+
+    func isNeeded(for request: Request) -> Bool {
+        !preconditions.isEmpty || !request.preconditions.isEmpty
+    }
 
     func intercept(
         _ request: Request,

@@ -17,7 +17,6 @@ struct RedirectStage: Middleware {
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
         var current = request
-        if current.callOrigin == nil { current.callOrigin = current.origin }
         var visited: Set<String> = []
         var followed = 0
         while true {
@@ -38,6 +37,9 @@ struct RedirectStage: Middleware {
             guard followed <= policy.maximum else { throw failure("more than \(policy.maximum) redirects") }
             visited.insert("\(current.method) \(current.urlString)")
             var redirected = current
+            // Credentials given no origin of their own stay with the call's: worked out only
+            // when there is a redirect, since most calls have none.
+            if redirected.callOrigin == nil { redirected.callOrigin = current.origin }
             let targetHead: RequestTarget
             do { targetHead = try RequestTarget(target) } catch { throw failure("the target is not an http or https URL") }
             if current.head.scheme == "https", targetHead.scheme == "http", !policy.allowsInsecureDowngrade {

@@ -5,9 +5,10 @@ import Logging
 /// down the rest of the pipeline again (redirects, credentials, the transport).
 ///
 /// The timeout is read here, after the call's middlewares ran, so a middleware or an endpoint
-/// that sets ``Request/timeout`` is obeyed. A buffered call's attempt reads its whole body
-/// within that time; a streamed call's attempt gets it until the response head, and the body
-/// is watched by the idle timeout instead. An attempt that breaks on a connection the server
+/// that sets ``Request/timeout`` is obeyed, and each attempt's deadline is fixed from it. A
+/// buffered call's attempt reads its whole body by then (``DeadlineStage``); a streamed
+/// call's attempt has until the response head, and the body is watched by the idle timeout
+/// instead. An attempt that breaks on a connection the server
 /// had already closed, before any byte of the response, is sent once more at once when that
 /// is safe, as OkHttp and URLSession do, whatever the retry policy.
 struct RetryStage: Middleware {
@@ -24,6 +25,12 @@ struct RetryStage: Middleware {
         request.timeout = limit
         let policy = request.retryPolicy ?? self.policy
         let retries = policy.allowsRetrying(request)
+        if !retries, !Self.mayReplay(request) {
+            // Nothing to retry and nothing to replay: one attempt, as it comes.
+            var request = request
+            request.deadline = .now + limit
+            return try await next(request)
+        }
         var replayedStaleConnection = false
         var retry = 0
         var waited = Duration.zero
@@ -60,9 +67,10 @@ struct RetryStage: Middleware {
         }
     }
 
-    /// One attempt. Failures before the response head that look like a stale connection come
-    /// out as ``StaleConnection``, so that the loop can tell them from a failure while the body
-    /// was read, which is never replayed unasked.
+    /// One attempt, with its deadline fixed here and enforced at the wire (the transport for a
+    /// streamed call's head, ``DeadlineStage`` for a buffered call). Failures before the
+    /// response head that look like a stale connection come out as ``StaleConnection``, so
+    /// that the loop can tell them from other failures.
     private func attempt(
         _ request: Request,
         limit: Duration,
@@ -70,18 +78,7 @@ struct RetryStage: Middleware {
     ) async throws -> Response<ResponseBody> {
         var request = request
         request.deadline = .now + limit
-        guard let bufferLimit = request.bufferLimit else {
-            return try await Self.head(of: request, next)
-        }
-        let attempt = request
-        return try await withoutActuallyEscaping(next) { next in
-            // Deadline.run awaits the operation before it returns, so `next` does not outlive
-            // this call.
-            try await Deadline.run(limit, describing: attempt) {
-                let response = try await Self.head(of: attempt, next)
-                return response.withBody(ResponseBody(try await response.body.collect(upTo: bufferLimit)))
-            }
-        }
+        return try await Self.head(of: request, next)
     }
 
     private static func head(

@@ -3,9 +3,13 @@ import NIOFoundationCompat
 
 /// Runs the client's response validations, then the request's, on the final response of a
 /// buffered call whose status is accepted; a failing one becomes the call's error.
-struct ValidationStage: Middleware {
+struct ValidationStage: OptionalStage {
     let validations: [ResponseValidation]
     let acceptedStatuses: Set<Int>
+
+    func isNeeded(for request: Request) -> Bool {
+        !validations.isEmpty || !request.validations.isEmpty
+    }
 
     func intercept(
         _ request: Request,

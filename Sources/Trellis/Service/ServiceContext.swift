@@ -147,8 +147,12 @@ public final class ServiceContext: Sendable {
 
 /// A service's `beforeSending` and `onResponse`, read when each call starts, since they may be
 /// set at any time.
-private struct ServiceInterceptors: Middleware {
+private struct ServiceInterceptors: OptionalStage {
     let interceptors: NIOLockedValueBox<InterceptorMiddleware>
+
+    func isNeeded(for request: Request) -> Bool {
+        interceptors.withLockedValue { $0.beforeSending != nil || $0.onResponse != nil }
+    }
 
     func intercept(
         _ request: Request,

@@ -152,7 +152,14 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Sends the request; AsyncHTTPClient's deadline (the request's) bounds the wait for the
     /// response head, and the body streams as the caller reads it.
+    ///
+    /// A buffered call with no body or one in memory takes AsyncHTTPClient's delegate API
+    /// instead, whose deadline covers the whole exchange, body included, so no task of Trellis's
+    /// own has to watch the time (see ``enforcesDeadline(for:)``).
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
+        if enforcesDeadline(for: request), let limit = request.bufferLimit {
+            return try await sendBuffered(request, upTo: limit)
+        }
         let deadline = request.deadline ?? .now + (request.timeout ?? .seconds(60))
         var outgoing = HTTPClientRequest(url: request.urlString)
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
@@ -193,6 +200,47 @@ public final class AsyncHTTPClientTransport: Transport {
         return Response(head: head, body: body)
     }
 
+    private func sendBuffered(_ request: Request, upTo limit: Int) async throws -> Response<ResponseBody> {
+        let timeout = request.timeout ?? .seconds(60)
+        let deadline = request.deadline ?? .now + timeout
+        let host = request.head.authority ?? ""
+        let (client, pins) = client(for: request)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headerFields.count)
+        for field in request.headerFields {
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        let outgoing: HTTPClient.Request
+        do {
+            outgoing = try HTTPClient.Request(
+                url: request.urlString,
+                method: HTTPMethod(rawValue: request.method.rawValue),
+                headers: headers,
+                body: request.body?.bytes.map { .byteBuffer($0) }
+            )
+        } catch {
+            throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
+        }
+        let delegate = BufferingDelegate(limit: limit)
+        let task = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(deadline - .now))
+        do {
+            let (head, body) = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
+        } catch {
+            var translated = Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
+            if delegate.receivedHead, case TrellisError.connectionFailed(var failure) = translated {
+                // Part of a response came: not the stale connection a replay is for.
+                failure.mayBeStaleConnection = false
+                translated = TrellisError.connectionFailed(failure)
+            }
+            throw translated
+        }
+    }
+
     /// AsyncHTTPClient's and SwiftNIO's errors as ``TrellisError``, cancellation as
     /// `CancellationError`.
     static func translate(
@@ -203,6 +251,9 @@ public final class AsyncHTTPClientTransport: Transport {
         pins: PinnedHost? = nil
     ) -> any Error {
         if error is CancellationError || error is TrellisError { return error }
+        if let tooLarge = error as? BufferingDelegate.TooLarge {
+            return TrellisError.responseTooLarge(ResponseTooLarge(limit: tooLarge.limit, announcedLength: tooLarge.announcedLength))
+        }
         if let mismatch = error as? PinMismatch {
             return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: mismatch.reason, underlying: error))
         }
@@ -272,6 +323,61 @@ public final class AsyncHTTPClientTransport: Transport {
         case ECONNRESET: "connection reset by the server"
         default: "\(error)"
         }
+    }
+}
+
+extension AsyncHTTPClientTransport: DeadlineEnforcingTransport {
+    /// Whether the transport holds `request` to its deadline, body included: a buffered call
+    /// whose body is in memory, or none.
+    func enforcesDeadline(for request: Request) -> Bool {
+        request.bufferLimit != nil && (request.body == nil || request.body?.bytes != nil)
+    }
+}
+
+/// Gathers a response into memory on the event loop, refusing more than `limit` bytes.
+private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
+    // Touched only on the request's event loop, where AsyncHTTPClient calls a delegate, except
+    // `receivedHead`, read after the task has completed.
+    struct TooLarge: Error {
+        let limit: Int
+        let announcedLength: Int64?
+    }
+
+    private let limit: Int
+    private var head: HTTPResponseHead?
+    private var body = ByteBuffer()
+    private var announcedLength: Int64?
+    var receivedHead: Bool { head != nil }
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        self.head = head
+        announcedLength = head.headers.first(name: "content-length").flatMap { Int64($0) }
+        if let announcedLength, announcedLength > limit {
+            return task.eventLoop.makeFailedFuture(TooLarge(limit: limit, announcedLength: announcedLength))
+        }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        guard body.readableBytes + buffer.readableBytes <= limit else {
+            return task.eventLoop.makeFailedFuture(TooLarge(limit: limit, announcedLength: announcedLength))
+        }
+        if body.readableBytes == 0 {
+            body = buffer
+        } else {
+            var part = buffer
+            body.writeBuffer(&part)
+        }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>) throws -> (HTTPResponseHead, ByteBuffer) {
+        guard let head else { throw HTTPClientError.remoteConnectionClosed }
+        return (head, body)
     }
 }
 

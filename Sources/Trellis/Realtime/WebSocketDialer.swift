@@ -1,0 +1,135 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import NIOWebSocket
+
+/// Opens WebSocket connections: TCP, TLS with the client's pins, the HTTP/1.1 upgrade.
+enum WebSocketDialer {
+    enum Outcome: Sendable {
+        case upgraded(WebSocketLink)
+        /// The server answered the upgrade request with another status.
+        case refused(HTTPResponse)
+    }
+
+    private enum UpgradeResult: Sendable {
+        case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, any Channel, NIOLockedValueBox<WebSocketClosure?>)
+        case refused(HTTPResponse)
+    }
+
+    /// Connects to `request`'s URL (`http` or `https`, standing for `ws` and `wss`) and sends
+    /// the upgrade with the request's header fields.
+    static func dial(_ request: Request, options: WebSocketOptions, pins: PinnedHost?) async throws -> Outcome {
+        guard let url = request.url, let host = url.host, !host.isEmpty else {
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) has no host to open a WebSocket to"))
+        }
+        let secure = url.scheme?.lowercased() == "https"
+        let port = url.port ?? (secure ? 443 : 80)
+        let authority = request.head.authority ?? host
+        let hostName = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        let tlsContext: NIOSSLContext?
+        if secure {
+            var tls = options.tlsConfiguration ?? .makeClientConfiguration()
+            if let pins { tls = pins.enforcing(on: tls) }
+            do {
+                tlsContext = try NIOSSLContext(configuration: tls)
+            } catch {
+                throw TrellisError.tlsFailed(ConnectionFailure(host: authority, reason: "the TLS configuration is invalid: \(error)", underlying: error))
+            }
+        } else {
+            tlsContext = nil
+        }
+        var target = url.path(percentEncoded: true)
+        if target.isEmpty { target = "/" }
+        if let query = url.query(percentEncoded: true) { target += "?" + query }
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: authority)
+        for field in request.headerFields where field.name.canonicalName != "host" {
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
+        let sniName = Self.isIPAddress(hostName) ? nil : hostName
+        let timeout = options.connectTimeout
+        let control = (options.pingInterval, options.pingTimeout)
+        let maximumFrameSize = min(max(options.maximumMessageSize, 1 << 14), Int(UInt32.max))
+
+        let result: UpgradeResult
+        do {
+            let upgrade = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(TimeAmount(timeout))
+                .connect(host: hostName, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let promise = channel.eventLoop.makePromise(of: UpgradeResult.self)
+                        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+                            promise.fail(TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "WebSocket upgrade of \(RequestLog.redactedURL(request))")))
+                            channel.close(promise: nil)
+                        }
+                        promise.futureResult.whenComplete { _ in deadline.cancel() }
+                        let openingHandshake: @Sendable () throws -> Void = {
+                            try Self.addOpeningHandshake(
+                                to: channel,
+                                head: head,
+                                maximumFrameSize: maximumFrameSize,
+                                control: control,
+                                promise: promise
+                            )
+                        }
+                        if let tlsContext {
+                            let tls = try NIOSSLClientHandler(context: tlsContext, serverHostname: sniName)
+                            try channel.pipeline.syncOperations.addHandler(tls)
+                            try channel.pipeline.syncOperations.addHandler(
+                                HandshakeGate(pins: pins, host: authority, promise: promise, onVerified: openingHandshake)
+                            )
+                        } else {
+                            try openingHandshake()
+                        }
+                        return promise.futureResult
+                    }
+                }
+            result = try await upgrade.get()
+        } catch {
+            // The same SwiftNIO and SwiftNIO SSL errors as beneath AsyncHTTPClient.
+            throw AsyncHTTPClientTransport.translate(error, host: authority, timeout: request.timeout ?? .seconds(60), request: request, pins: pins)
+        }
+        switch result {
+        case .upgraded(let asyncChannel, let channel, let closeFrame):
+            return .upgraded(await WebSocketLink.hold(asyncChannel, channel: channel, closeFrame: closeFrame))
+        case .refused(let head):
+            return .refused(head)
+        }
+    }
+
+    private static func addOpeningHandshake(
+        to channel: any Channel,
+        head: HTTPRequestHead,
+        maximumFrameSize: Int,
+        control: (Duration?, Duration),
+        promise: EventLoopPromise<UpgradeResult>
+    ) throws {
+        let handshake = WebSocketHandshake(head: head, maximumFrameSize: maximumFrameSize) { channel in
+            let closeFrame = NIOLockedValueBox<WebSocketClosure?>(nil)
+            try channel.pipeline.syncOperations.addHandler(
+                WebSocketControlHandler(pingInterval: control.0, pingTimeout: control.1, closeFrame: closeFrame)
+            )
+            let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
+                wrappingChannelSynchronously: channel,
+                configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8))
+            )
+            promise.succeed(.upgraded(asyncChannel, channel, closeFrame))
+        } refused: { response in
+            promise.succeed(.refused(response))
+        } failed: { error in
+            promise.fail(error)
+        }
+        try channel.pipeline.syncOperations.addHandler(handshake)
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
+    }
+}
