@@ -122,9 +122,9 @@ struct AuthIntegrationTests {
             let login = try await blog.login(credentials: Credentials(user: "ada", password: "secret"))
             server.expireAccessTokens()
             // The token endpoint is unreachable: a connection refused by a port nobody listens on.
-            let silent = try await SilentServer()
-            let deadURL = silent.url
-            try await silent.stop()
+            let refusing = try RefusingPort()
+            let deadURL = refusing.url
+            defer { withExtendedLifetime(refusing) {} }
             let unreachable = SecureBlogService(client: Client(baseURL: deadURL, transport: kind.transport))
             blog.onAuthRetry = { _ in try await unreachable.refresh(grant: RefreshGrant(refreshToken: login.refresh_token)) }
             let error = await #expect(throws: TrellisError.self) { try await blog.me() }

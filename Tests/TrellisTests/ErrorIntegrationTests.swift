@@ -97,10 +97,8 @@ struct ErrorIntegrationTests {
 
     @Test(arguments: TransportKind.allCases)
     func connectionRefusedIsAConnectionFailure(_ kind: TransportKind) async throws {
-        // A port that was just free: bind, note it, close.
-        let silent = try await SilentServer()
-        let url = silent.url
-        try await silent.stop()
+        let refusing = try RefusingPort()
+        let url = refusing.url
         let probe = ProbeService(client: Client(baseURL: url, transport: kind.transport) { $0.timeouts.request = .seconds(30) })
         let error = await #expect(throws: TrellisError.self) { try await probe.text() }
         guard case .connectionFailed(let failure) = error else {
@@ -108,6 +106,7 @@ struct ErrorIntegrationTests {
             return
         }
         #expect(failure.host.hasPrefix("127.0.0.1"))
+        withExtendedLifetime(refusing) {}
     }
 
     @Test(arguments: TransportKind.allCases)

@@ -107,7 +107,7 @@ struct HostileServerTests {
         try await HostileServer.with { server in
             // The request timeout stays long: what ends these waits is the idle timeout (long
             // enough that a loaded machine still delivers the bytes that do come in time).
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.idle = .seconds(1) }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.idle = .seconds(3) }
             let download = await #expect(throws: TrellisError.self) {
                 try await client.download(get(server.url, "/stall-body"))
             }
@@ -116,7 +116,7 @@ struct HostileServerTests {
             var events = client.events(for: try get(server.url, "/stall-events"), reconnects: false).makeAsyncIterator()
             #expect(try await events.next()?.data == "one")
             let stalledEvents = await #expect(throws: TrellisError.self) { _ = try await events.next() }
-            #expect(timeoutFailure(stalledEvents)?.timeout == .seconds(1))
+            #expect(timeoutFailure(stalledEvents)?.timeout == .seconds(3))
 
             switch kind {
             case .asyncHTTPClient:

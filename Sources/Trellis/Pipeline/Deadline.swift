@@ -27,18 +27,21 @@ enum Deadline {
             task.cancel()
         }
         defer { timer.cancel() }
+        let timedOut = { TrellisError.timedOut(TimeoutFailure(timeout: reported ?? limit, request: "\(request.method) \(RequestLog.redactedURL(request))")) }
+        let value: Value
         do {
-            let value = try await withTaskCancellationHandler {
+            value = try await withTaskCancellationHandler {
                 try await task.value
             } onCancel: {
                 task.cancel()
             }
-            return value
         } catch {
-            if expired.withLockedValue({ $0 }) {
-                throw TrellisError.timedOut(TimeoutFailure(timeout: reported ?? limit, request: "\(request.method) \(RequestLog.redactedURL(request))"))
-            }
+            if expired.withLockedValue({ $0 }) { throw timedOut() }
             throw error
         }
+        // A sequence may end quietly rather than throw when its task is cancelled: what it
+        // gave by then is cut short, not a whole answer.
+        if expired.withLockedValue({ $0 }) { throw timedOut() }
+        return value
     }
 }

@@ -75,6 +75,13 @@ struct EventStreamParser {
             for heldByte in held { consume(heldByte, into: &events) }
             try checkSize()
         }
+        // What the limit bounds is the event as the caller gets it: bytes that are not UTF-8
+        // each become a three-byte replacement character when decoded.
+        for event in events where event.data.utf8.count + event.type.utf8.count > maximumEventSize {
+            throw TrellisError.responseTooLarge(ResponseTooLarge(
+                limit: maximumEventSize, announcedLength: nil, subject: "a server-sent event"
+            ))
+        }
         return events
     }
 

@@ -154,3 +154,38 @@ final class FlakyRoutes: Sendable {
 struct Attempt: Decodable, Equatable {
     var attempt: Int
 }
+
+/// A port on 127.0.0.1 that refuses connections and that no other server can take while this
+/// is alive: a socket bound to it that never listens. (A port freed after a bind can be taken
+/// at once by a server another test starts.)
+final class RefusingPort: Sendable {
+    private let descriptor: Int32
+    let port: Int
+
+    var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
+            }
+        }
+        guard bound else {
+            close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+        self.descriptor = descriptor
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit {
+        close(descriptor)
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+@testable import Trellis
+
+/// What Trellis parses from the network, on inputs the fuzzers found (kept as seeds in
+/// `Fuzz/Seeds`).
+@Suite("Parsing what servers send")
+struct NetworkInputTests {
+    @Test func httpDatesInEachFormParse() {
+        let expected = Date(timeIntervalSince1970: 784_111_777)  // 1994-11-06 08:49:37 UTC
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == expected)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == expected)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == expected)
+        #expect(HTTPDate.parse("Thu, 29 Feb 2024 23:59:59 GMT") == Date(timeIntervalSince1970: 1_709_251_199))
+        #expect(HTTPDate.parse("Fri, 30 Feb 2024 00:00:00 GMT") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 24:00:00 GMT") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 PST") == nil)
+    }
+
+    @Test func aRetryAfterThatTrappedFoundationsFormatterIsIgnored() throws {
+        // The bytes the fuzzer found: DateFormatter on Linux traps on them.
+        let bytes: [UInt8] = [0x53, 0xDB, 0x9C, 0xDF, 0xAC, 0x79, 0x2C, 0x2C]
+        #expect(RetryAfter.delay(String(decoding: bytes, as: UTF8.self), now: Date()) == nil)
+        #expect(RetryAfter.delay("120", now: Date()) == .seconds(120))
+        #expect(RetryAfter.delay("99999999999999999999999", now: Date()) == Duration.longest)
+    }
+
+    @Test func anEventOfBytesThatAreNotUTF8StaysWithinTheLimitDecoded() {
+        // 200 bytes of 0xFF decode to 200 replacement characters, 600 bytes of UTF-8.
+        var parser = EventStreamParser(maximumEventSize: 512)
+        let stream = Array("data: ".utf8) + [UInt8](repeating: 0xFF, count: 200) + Array("\n\n".utf8)
+        #expect(throws: TrellisError.self) { _ = try parser.parse(stream) }
+        var roomy = EventStreamParser(maximumEventSize: 1024)
+        #expect((try? roomy.parse(stream))?.first?.data.utf8.count == 600)
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+@testable import Trellis
+import TrellisTesting
+
+/// Each built-in stage alone, in front of a MockTransport: `stage.intercept(request, next:)`
+/// with the mock as `next`.
+@Suite("Pipeline stages, one at a time")
+struct StageTests {
+    private let base = URL(string: "https://api.test")!
+
+    private func request(_ path: String, method: HTTPRequest.Method = .get, body: RequestBody? = nil) throws -> Request {
+        try Request(method: method, url: URL(string: "https://api.test" + path)!, body: body)
+    }
+
+    @Test func preconditionStageSendsNothingWhenACheckFails() async throws {
+        struct Offline: Error {}
+        let mock = MockTransport()
+        var request = try request("/x")
+        request.preconditions = [Precondition("online") { _ in throw Offline() }]
+        let stage = PreconditionStage(preconditions: [Precondition("always") { _ in }])
+        #expect(stage.isNeeded(for: request))
+        let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(request, next: mock.send) }
+        guard case .preconditionFailed(let failure) = error else {
+            Issue.record("expected preconditionFailed, got \(String(describing: error))")
+            return
+        }
+        #expect(failure.name == "online")
+        #expect(mock.requests.isEmpty)
+        #expect(!PreconditionStage(preconditions: []).isNeeded(for: try self.request("/x")))
+    }
+
+    @Test func validationStageChecksABufferedAcceptedResponse() async throws {
+        struct WrongVersion: Error {}
+        let mock = MockTransport()
+        mock.register(.get, "/x", text: "v1")
+        let stage = ValidationStage(
+            validations: [ResponseValidation("version 2") { response, _ in
+                guard String(decoding: response.body, as: UTF8.self) == "v2" else { throw WrongVersion() }
+            }],
+            acceptedStatuses: Set(200...299)
+        )
+        let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(try request("/x"), next: mock.send) }
+        guard case .validationFailed(let failure) = error else {
+            Issue.record("expected validationFailed, got \(String(describing: error))")
+            return
+        }
+        #expect(failure.status == 200)
+        mock.register(.get, "/x", status: .notFound, text: "v1")
+        // Not an accepted status: the status check, not the validation, speaks for it.
+        let notFound = try await stage.intercept(try request("/x"), next: mock.send)
+        #expect(notFound.status == .notFound)
+    }
+
+    @Test func retryStageRetriesWithinThePolicyAndAppliesTheRequestsTimeout() async throws {
+        let mock = MockTransport()
+        let attempts = NIOLockedValueBox(0)
+        mock.register(.get, "/x") { _ in
+            let attempt = attempts.withLockedValue { $0 += 1; return $0 }
+            return Response(head: HTTPResponse(status: attempt < 3 ? .serviceUnavailable : .ok), body: Data())
+        }
+        let sleeper = RecordingSleeper()
+        let stage = RetryStage(policy: sleeper.policy(maximumRetries: 2), timeout: .seconds(60), logger: .init(label: "test"))
+        var request = try request("/x")
+        request.timeout = .seconds(5)
+        let seen = NIOLockedValueBox<[Duration?]>([])
+        let response = try await stage.intercept(request) { attempt in
+            seen.withLockedValue { $0.append(attempt.timeout) }
+            return try await mock.send(attempt)
+        }
+        #expect(response.status == .ok)
+        #expect(attempts.withLockedValue { $0 } == 3)
+        #expect(sleeper.recorded.count == 2)
+        #expect(seen.withLockedValue { $0 } == [.seconds(5), .seconds(5), .seconds(5)])
+    }
+
+    @Test func redirectStageSendsEachHopDownAgainWithoutHandSetCredentialsElsewhere() async throws {
+        let mock = MockTransport()
+        mock.register(.get, "/start", status: .found, headerFields: [.location: "https://other.test/end"])
+        mock.register(.get, "/end", text: "done")
+        var request = try request("/start")
+        request.headerFields[.authorization] = "Bearer by-hand"
+        let hops = NIOLockedValueBox<[String]>([])
+        let response = try await RedirectStage(policy: .follow).intercept(request) { hop in
+            hops.withLockedValue { $0.append(hop.urlString) }
+            return try await mock.send(hop)
+        }
+        #expect(response.status == .ok)
+        #expect(hops.withLockedValue { $0 } == ["https://api.test/start", "https://other.test/end"])
+        #expect(mock.requests.last?.request.headerFields[.authorization] == nil)
+        #expect(mock.requests.last?.request.callOrigin == "https://api.test:443")
+    }
+
+    @Test func accessTokenStageAddsTheTokenForItsOriginOnly() async throws {
+        let mock = MockTransport()
+        mock.register(.get, "/x", text: "ok")
+        let settings = AccessTokenSettings()
+        try await settings.storage.store(AccessToken(accessToken: "t0ken"), for: "label")
+        let client = Client(baseURL: base, transport: mock) { $0.accessTokens = settings }
+        let stage = AccessTokenStage(authorizer: client.authorizer, client: {
+            let reference = ClientReference()
+            reference.client = client
+            return reference
+        }())
+        var own = try request("/x")
+        own.accessToken = AccessTokenRequirement(label: "label")
+        #expect(stage.isNeeded(for: own))
+        _ = try await stage.intercept(own, next: mock.send)
+        var foreign = try Request(method: .get, url: URL(string: "https://elsewhere.test/x")!)
+        foreign.accessToken = AccessTokenRequirement(label: "label")
+        _ = try await stage.intercept(foreign, next: mock.send)
+        #expect(mock.requests.map { $0.request.headerFields[.authorization] } == ["Bearer t0ken", nil])
+        #expect(!stage.isNeeded(for: try request("/x")))
+    }
+
+    @Test func defaultHeadersStageNamesTheBodysType() async throws {
+        let mock = MockTransport()
+        mock.register(.post, "/x", text: "ok")
+        let stage = DefaultHeadersStage()
+        let text = try request("/x", method: .post, body: RequestBody("hello"))
+        #expect(stage.isNeeded(for: text))
+        _ = try await stage.intercept(text, next: mock.send)
+        #expect(mock.requests.first?.request.headerFields[.contentType] == "text/plain; charset=utf-8")
+        #expect(!stage.isNeeded(for: try request("/x")))
+    }
+
+    @Test func originPolicyStageRefusesPlainHTTPBeforeSending() async throws {
+        let mock = MockTransport()
+        let stage = OriginPolicyStage(plainHTTP: .refusedExceptLoopback, pinningConflict: nil)
+        let plain = try Request(method: .get, url: URL(string: "http://api.test/x")!)
+        await #expect(throws: TrellisError.self) { _ = try await stage.intercept(plain, next: mock.send) }
+        let loopback = try Request(method: .get, url: URL(string: "http://127.1/x")!)
+        _ = try await stage.intercept(loopback, next: mock.send)
+        #expect(mock.requests.count == 1)
+    }
+
+    @Test func idleTimeoutStageEndsABodyThatStalls() async throws {
+        // Long enough for a loaded machine to hand over the chunk that is already there.
+        let stage = IdleTimeoutStage(idleTimeout: .seconds(3))
+        let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
+        sink.yield(ByteBuffer(string: "first"))
+        let response = try await stage.intercept(try request("/x")) { _ in
+            Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil))
+        }
+        var iterator = response.body.makeAsyncIterator()
+        #expect(try await iterator.next().map { String(buffer: $0) } == "first")
+        let error = await #expect(throws: TrellisError.self) { _ = try await iterator.next() }
+        guard case .timedOut(let failure) = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        #expect(failure.timeout == .seconds(3))
+        sink.finish()
+    }
+
+    @Test func deadlineStageBoundsABufferedBody() async throws {
+        let stage = DeadlineStage(transport: nil)
+        var request = try request("/x")
+        request.bufferLimit = 1 << 20
+        request.timeout = .milliseconds(100)
+        request.deadline = .now + .milliseconds(100)
+        let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
+        sink.yield(ByteBuffer(string: "part"))
+        let error = await #expect(throws: TrellisError.self) {
+            _ = try await stage.intercept(request) { _ in
+                Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil))
+            }
+        }
+        guard case .timedOut(let failure) = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        #expect(failure.timeout == .milliseconds(100))
+        sink.finish()
+    }
+
+    @Test func loggingStageLogsEachHopRedacted() async throws {
+        let records = LogCapture()
+        var logger = Logger(label: "stage") { _ in records }
+        logger.logLevel = .debug
+        let mock = MockTransport()
+        mock.register(.get, "/x", text: "ok")
+        var request = try request("/x?token=secret")
+        request.headerFields[.authorization] = "Bearer secret"
+        _ = try await LoggingStage(logger: logger).intercept(request, next: mock.send)
+        let text = records.messages.joined(separator: "\n")
+        #expect(text.contains("→ GET https://api.test/x?token=<redacted>"))
+        #expect(text.contains("← 200"))
+        #expect(!text.contains("secret"))
+    }
+}
