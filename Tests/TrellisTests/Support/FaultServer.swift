@@ -30,14 +30,7 @@ final class FaultServer: Sendable {
         let (closes, closeSink) = AsyncStream.makeStream(of: Void.self)
         self.closes = closes
         self.closeSink = closeSink
-        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(connections: connections, closeSink: closeSink))
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0)
-            .get()
+        channel = try await RawListener.bind { Handler(connections: connections, closeSink: closeSink) }
     }
 
     func stop() async throws {

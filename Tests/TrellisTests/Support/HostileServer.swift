@@ -49,14 +49,7 @@ final class HostileServer: Sendable {
         let (floodEnded, floodSink) = AsyncStream.makeStream(of: Int.self)
         self.floodEnded = floodEnded
         self.floodSink = floodSink
-        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(state: state, floodSink: floodSink))
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0)
-            .get()
+        channel = try await RawListener.bind { Handler(state: state, floodSink: floodSink) }
     }
 
     func stop() async throws {

@@ -77,14 +77,7 @@ final class SilentServer: Sendable {
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
         self.events = events
         self.sink = sink
-        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(sink: sink))
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0)
-            .get()
+        channel = try await RawListener.bind { Handler(sink: sink) }
     }
 
     func stop() async throws {
@@ -110,5 +103,21 @@ final class SilentServer: Sendable {
         func channelInactive(context: ChannelHandlerContext) {
             sink.yield(.connectionClosed)
         }
+    }
+}
+
+/// A raw TCP listener on 127.0.0.1 with a port chosen by the system, for servers that must
+/// misbehave in ways no HTTP framework will: each accepted connection gets the handler
+/// `makeHandler` returns for it.
+enum RawListener {
+    static func bind<Handler: ChannelHandler & Sendable>(_ makeHandler: @escaping @Sendable () -> Handler) async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(makeHandler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
     }
 }
