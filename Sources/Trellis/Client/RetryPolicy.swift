@@ -19,7 +19,9 @@ public import HTTPTypes
 /// func feed() async throws -> Feed
 /// ```
 ///
-/// Each attempt goes through the middlewares and gets the whole timeout of its own.
+/// Each attempt goes down the per-hop stages again (redirects, credentials, the access token)
+/// and gets the whole timeout of its own; middlewares of scope ``MiddlewareScope/call`` see
+/// the call once.
 public struct RetryPolicy: Sendable {
     /// How many times a request may be sent again after its first attempt (Yggdrasil's
     /// `retryCount`). Zero disables retrying.
