@@ -250,7 +250,7 @@ public final class Client: Sendable {
                 status: response.status,
                 headerFields: response.headerFields,
                 body: Data(buffer: response.body),
-                request: "\(request.method) \(RequestLog.redactedURL(request))",
+                request: RequestLog.summary(request),
                 decoder: decoder
             )
         )

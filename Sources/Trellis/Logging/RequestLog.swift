@@ -21,6 +21,11 @@ enum RequestLog {
         redactedFields.contains(field.name) || field.indexingStrategy == .disallow ? redacted : field.value
     }
 
+    /// `GET https://host/path?token=<redacted>`: how logs and errors name a request.
+    static func summary(_ request: Request) -> String {
+        "\(request.method) \(redactedURL(request))"
+    }
+
     /// The URL with any user info and secret query values removed: the known names and any
     /// the request marks secret (``APIKey`` in a query parameter of your choosing).
     static func redactedURL(_ request: Request) -> String {

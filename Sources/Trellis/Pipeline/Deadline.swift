@@ -27,7 +27,7 @@ enum Deadline {
             task.cancel()
         }
         defer { timer.cancel() }
-        let timedOut = { TrellisError.timedOut(TimeoutFailure(timeout: reported ?? limit, request: "\(request.method) \(RequestLog.redactedURL(request))")) }
+        let timedOut = { TrellisError.timedOut(TimeoutFailure(timeout: reported ?? limit, request: RequestLog.summary(request))) }
         let value: Value
         do {
             value = try await withTaskCancellationHandler {

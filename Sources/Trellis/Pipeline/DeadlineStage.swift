@@ -22,9 +22,8 @@ struct DeadlineStage: OptionalStage {
     ) async throws -> Response<ResponseBody> {
         guard let bufferLimit = request.bufferLimit, let deadline = request.deadline else { return try await next(request) }
         let remaining = deadline - .now
-        let description = "\(request.method) \(RequestLog.redactedURL(request))"
         guard remaining > .zero else {
-            throw TrellisError.timedOut(TimeoutFailure(timeout: request.timeout ?? .zero, request: description))
+            throw TrellisError.timedOut(TimeoutFailure(timeout: request.timeout ?? .zero, request: RequestLog.summary(request)))
         }
         return try await withoutActuallyEscaping(next) { next in
             // Deadline.run awaits the operation before it returns, so `next` does not outlive

@@ -22,13 +22,12 @@ struct IdleTimeoutStage: OptionalStage {
         guard request.bufferLimit == nil, case .stream = response.body.storage else { return response }
         let body = response.body
         let idleTimeout = idleTimeout
-        let description = "\(request.method) \(RequestLog.redactedURL(request))"
+        // The error is written only if the time runs out: most streams never need it.
+        let failure: @Sendable () -> TrellisError = {
+            .timedOut(TimeoutFailure(timeout: idleTimeout, request: RequestLog.summary(request), waitingFor: "the next byte of the body"))
+        }
         return response.withBody(ResponseBody(expectedLength: body.expectedLength) {
-            let watch = IdleWatch(
-                inner: body.makeAsyncIterator(),
-                failure: .timedOut(TimeoutFailure(timeout: idleTimeout, request: description, waitingFor: "the next byte of the body")),
-                idleTimeout: idleTimeout
-            )
+            let watch = IdleWatch(inner: body.makeAsyncIterator(), failure: failure, idleTimeout: idleTimeout)
             return ChunkIterator { try await watch.next() }
         })
     }
@@ -40,7 +39,7 @@ struct IdleTimeoutStage: OptionalStage {
 private final class IdleWatch: Sendable {
     private let handoff: Handoff
 
-    init(inner: ChunkIterator, failure: TrellisError, idleTimeout: Duration) {
+    init(inner: ChunkIterator, failure: @escaping @Sendable () -> TrellisError, idleTimeout: Duration) {
         handoff = Handoff(inner: inner, failure: failure, idleTimeout: idleTimeout)
     }
 
@@ -68,10 +67,10 @@ private final class Handoff: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
-    private let failure: TrellisError
+    private let failure: @Sendable () -> TrellisError
     private let idleTimeout: Duration
 
-    init(inner: ChunkIterator, failure: TrellisError, idleTimeout: Duration) {
+    init(inner: ChunkIterator, failure: @escaping @Sendable () -> TrellisError, idleTimeout: Duration) {
         state = NIOLockedValueBox(State(inner: Transfer(value: inner)))
         self.failure = failure
         self.idleTimeout = idleTimeout
@@ -85,7 +84,7 @@ private final class Handoff: Sendable {
                     if let outcome = state.outcome { return .finish(outcome) }
                     state.reader = reader
                     state.timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(idleTimeout)) { [self] in
-                        stop(with: failure)
+                        stop(with: failure())
                     }
                     if let inner = state.inner {
                         state.inner = nil

@@ -16,7 +16,7 @@ struct LoggingStage: Middleware {
             logger.debug("\(RequestLog.describe(response.head, for: request, after: ContinuousClock.now - started))")
             return response
         } catch {
-            logger.debug("\(request.method) \(RequestLog.redactedURL(request)) failed: \(error)")
+            logger.debug("\(RequestLog.summary(request)) failed: \(error)")
             throw error
         }
     }

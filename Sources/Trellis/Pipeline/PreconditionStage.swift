@@ -19,7 +19,7 @@ struct PreconditionStage: OptionalStage {
             } catch {
                 throw TrellisError.preconditionFailed(CheckFailure(
                     name: precondition.name,
-                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    request: RequestLog.summary(request),
                     status: nil,
                     underlying: error
                 ))

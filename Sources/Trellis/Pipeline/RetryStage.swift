@@ -43,13 +43,13 @@ struct RetryStage: Middleware {
                 else { return response }
                 await response.body.discard()
                 wait = delay
-                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
+                logger.debug("\(RequestLog.summary(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
             } catch {
                 var error = error
                 if let stale = error as? StaleConnection {
                     if !replayedStaleConnection, Self.mayReplay(request) {
                         replayedStaleConnection = true
-                        logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(stale.failure), sent again on a new connection")
+                        logger.debug("\(RequestLog.summary(request)): \(stale.failure), sent again on a new connection")
                         continue
                     }
                     error = stale.failure
@@ -58,7 +58,7 @@ struct RetryStage: Middleware {
                     let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited)
                 else { throw error }
                 wait = delay
-                logger.debug("\(request.method) \(RequestLog.redactedURL(request)): \(error), retry \(retry + 1) in \(delay)")
+                logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
             }
             try await policy.sleep(wait)
             try Task.checkCancellation()
@@ -78,13 +78,6 @@ struct RetryStage: Middleware {
     ) async throws -> Response<ResponseBody> {
         var request = request
         request.deadline = .now + limit
-        return try await Self.head(of: request, next)
-    }
-
-    private static func head(
-        of request: Request,
-        _ next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
         do {
             return try await next(request)
         } catch TrellisError.connectionFailed(let failure) where failure.mayBeStaleConnection {

@@ -28,7 +28,7 @@ struct ValidationStage: OptionalStage {
             } catch {
                 throw TrellisError.validationFailed(CheckFailure(
                     name: validation.name,
-                    request: "\(request.method) \(RequestLog.redactedURL(request))",
+                    request: RequestLog.summary(request),
                     status: response.status.code,
                     underlying: error
                 ))

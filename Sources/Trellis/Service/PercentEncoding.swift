@@ -4,12 +4,10 @@
 /// segment, start a query or fragment, or be read back as a different value by a server
 /// that decodes `+` as a space.
 enum PercentEncoding {
-    /// One path segment. The dot segments `.` and `..` are encoded too, because a URL
-    /// normaliser on the way would otherwise resolve them and change the path.
+    /// One path segment. The dot segments `.` and `..` never reach it: a URL normaliser
+    /// would resolve them, encoded or not, so ``RequestBuilder`` refuses them first.
     static func pathSegment(_ value: String) -> String {
-        if value == "." { return "%2E" }
-        if value == ".." { return "%2E%2E" }
-        return encode(value, spaceAsPlus: false)
+        encode(value, spaceAsPlus: false)
     }
 
     /// A query item name or value.

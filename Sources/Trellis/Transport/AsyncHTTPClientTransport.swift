@@ -266,7 +266,7 @@ public final class AsyncHTTPClientTransport: Transport {
                     ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: clientError)
                 )
             case .deadlineExceeded, .readTimeout, .writeTimeout, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout:
-                return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
+                return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: RequestLog.summary(request)))
             case .remoteConnectionClosed:
                 var failure = ConnectionFailure(
                     host: host, reason: "the server closed the connection before the response was complete", underlying: clientError

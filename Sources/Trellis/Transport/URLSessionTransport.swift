@@ -256,7 +256,7 @@ private final class Exchange: @unchecked Sendable {
         case .cancelled:
             return CancellationError()
         case .timedOut:
-            return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "\(request.method) \(RequestLog.redactedURL(request))"))
+            return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: RequestLog.summary(request)))
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected,
             .clientCertificateRequired:
