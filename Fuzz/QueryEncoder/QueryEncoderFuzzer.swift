@@ -1,5 +1,5 @@
 // libFuzzer harness: query item names and values, separated by NUL bytes, added with
-// `RequestBuilder.query` (odd positions) and `queryItems` (the rest). Checks that the URL is
+// `_RequestBuilder.query` (odd positions) and `queryItems` (the rest). Checks that the URL is
 // valid, keeps its host and path, and that a standard parser reads back exactly the items put
 // in, in order.
 import Foundation
@@ -18,7 +18,7 @@ public func fuzzQueryEncoder(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
         pairs.append((fields[index], fields[index + 1]))
         index += 2
     }
-    var builder = RequestBuilder(method: .get, path: "/items")
+    var builder = _RequestBuilder(method: .get, path: "/items")
     for (position, pair) in pairs.enumerated() {
         if position % 2 == 0 {
             builder.query(pair.0, pair.1)

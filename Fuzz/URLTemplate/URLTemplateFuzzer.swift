@@ -33,7 +33,7 @@ public func fuzzURLTemplate(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
         case .placeholder(let name, let defaultValue):
             let value = values.next() ?? defaultValue ?? "x"
             do {
-                let segment = try RequestBuilder.pathSegment(value, name: name)
+                let segment = try _RequestBuilder.pathSegment(value, name: name)
                 check(!segment.contains("/") && !segment.contains("?") && !segment.contains("#"), "segment \(segment) of \(value.debugDescription)")
                 check(segment != "." && segment != "..", "dot segment from \(value.debugDescription)")
                 check(segment.removingPercentEncoding == value, "segment \(segment) decodes to something else than \(value.debugDescription)")

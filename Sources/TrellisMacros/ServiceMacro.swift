@@ -38,14 +38,14 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         }
         let classDecl: DeclSyntax = """
             \(raw: access)final class \(raw: className): \(raw: service.name.text), Trellis.TrellisService {
-                \(raw: access)let serviceContext: Trellis.ServiceContext
+                \(raw: access)let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                \(raw: access)static let tokenLabel = \(raw: tokenLabel.map(literal) ?? "Trellis.ServiceContext.defaultTokenLabel")
+                \(raw: access)static let tokenLabel = \(raw: tokenLabel.map(literal) ?? "Trellis.AccessTokenRequirement.defaultLabel")
 
                 /// A service that sends through `client`.
                 \(raw: access)init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -146,12 +146,12 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
                 pathExpression += text
             case .placeholder(let name, _):
                 let parameter = endpoint.pathParameters[name]!
-                pathExpression += "\\(Trellis.RequestBuilder.pathSegment(\(parameter.name), name: \"\(name)\"))"
+                pathExpression += "\\(Trellis._RequestBuilder.pathSegment(\(parameter.name), name: \"\(name)\"))"
             }
         }
         let throwingPath = !endpoint.pathParameters.isEmpty
         lines.append(
-            "var __request = \(throwingPath ? "try " : "")self.serviceContext.request(\(Endpoint.methodMacros[endpoint.method]!), path: \"\(pathExpression)\", query: \"\(endpoint.template.query)\", template: \(literal(endpoint.templateText)))"
+            "var __request = \(throwingPath ? "try " : "")self._serviceCore.request(\(Endpoint.methodMacros[endpoint.method]!), path: \"\(pathExpression)\", query: \"\(endpoint.template.query)\", template: \(literal(endpoint.templateText)))"
         )
         for (name, value) in endpoint.staticHeaders {
             lines.append("try __request.header(\(literal(name)), \(literal(value)))")
@@ -181,25 +181,25 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         switch (endpoint.download, endpoint.returnKind) {
         case _ where endpoint.stream != nil:
             switch endpoint.stream {
-            case .webSocket: lines.append("return try await self.serviceContext.webSocket(__request)")
-            case .rawEvents: lines.append("return try self.serviceContext.events(__request)")
-            case .decodedEvents(let type): lines.append("return try self.serviceContext.events(__request, as: \(type).self)")
+            case .webSocket: lines.append("return try await self._serviceCore.webSocket(__request)")
+            case .rawEvents: lines.append("return try self._serviceCore.events(__request)")
+            case .decodedEvents(let type): lines.append("return try self._serviceCore.events(__request, as: \(type).self)")
             case nil: break
             }
         case (.url, _):
-            lines.append("return try await self.serviceContext.download(__request).url")
+            lines.append("return try await self._serviceCore.download(__request).url")
         case (.file, _):
-            lines.append("return try await self.serviceContext.download(__request)")
+            lines.append("return try await self._serviceCore.download(__request)")
         case (.task, _):
-            lines.append("return try self.serviceContext.downloadTask(__request)")
+            lines.append("return try self._serviceCore.downloadTask(__request)")
         case (nil, .void):
-            lines.append("try await self.serviceContext.perform(__request)")
+            lines.append("try await self._serviceCore.perform(__request)")
         case (nil, .responseVoid):
-            lines.append("return try await self.serviceContext.response(__request)")
+            lines.append("return try await self._serviceCore.response(__request)")
         case (nil, .response(let type)):
-            lines.append("return try await self.serviceContext.response(__request, as: \(type).self)")
+            lines.append("return try await self._serviceCore.response(__request, as: \(type).self)")
         case (nil, .value(let type)):
-            lines.append("return try await self.serviceContext.value(__request, as: \(type).self)")
+            lines.append("return try await self._serviceCore.value(__request, as: \(type).self)")
         }
         let full = """
                 \(access)\(signature(of: function, appending: (endpoint.isFileUpload ? ["_payloadDescription: Trellis.PayloadDescription?"] : []) + ["_queryItems: [Trellis.QueryItem]"])) {

@@ -414,14 +414,14 @@ struct DiagnosticTests {
             }
 
             final class BlogService: Blog, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.

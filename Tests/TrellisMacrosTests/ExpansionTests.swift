@@ -66,14 +66,14 @@ struct ExpansionTests {
             }
 
             final class BlogService: Blog, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -86,9 +86,9 @@ struct ExpansionTests {
                 }
 
                 func post(id: Int, _queryItems: [Trellis.QueryItem]) async throws -> Post {
-                    var __request = try self.serviceContext.request(.get, path: "/posts/\(Trellis.RequestBuilder.pathSegment(id, name: "id"))", query: "", template: "/posts/{id}")
+                    var __request = try self._serviceCore.request(.get, path: "/posts/\(Trellis._RequestBuilder.pathSegment(id, name: "id"))", query: "", template: "/posts/{id}")
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.value(__request, as: Post.self)
+                    return try await self._serviceCore.value(__request, as: Post.self)
                 }
             }
             """#
@@ -113,14 +113,14 @@ struct ExpansionTests {
             }
 
             public final class BlogService: Blog, Trellis.TrellisService {
-                public let serviceContext: Trellis.ServiceContext
+                public let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                public static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                public static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 public init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -133,14 +133,14 @@ struct ExpansionTests {
                 }
 
                 public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], _queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
-                    var __request = try self.serviceContext.request(.post, path: "/posts/\(Trellis.RequestBuilder.pathSegment(id, name: "id"))/comments", query: "sort=new", template: "/posts/{id=1}/comments?sort=new")
+                    var __request = try self._serviceCore.request(.post, path: "/posts/\(Trellis._RequestBuilder.pathSegment(id, name: "id"))/comments", query: "sort=new", template: "/posts/{id=1}/comments?sort=new")
                     try __request.header("Accept", "application/json")
                     try __request.header("X-Trace", trace)
                     try __request.body(comment)
                     __request.query("page", page)
                     __request.query("tags", tags)
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.response(__request, as: Comment.self)
+                    return try await self._serviceCore.response(__request, as: Comment.self)
                 }
             }
 
@@ -177,14 +177,14 @@ struct ExpansionTests {
             }
 
             final class AccountServiceImpl: AccountService, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -197,9 +197,9 @@ struct ExpansionTests {
                 }
 
                 func remove(name: String, _queryItems: [Trellis.QueryItem]) async throws {
-                    var __request = try self.serviceContext.request(.delete, path: "/users/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name=me}")
+                    var __request = try self._serviceCore.request(.delete, path: "/users/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name=me}")
                     __request.queryItems(_queryItems)
-                    try await self.serviceContext.perform(__request)
+                    try await self._serviceCore.perform(__request)
                 }
 
                 func exists(_ name: String) async throws -> Response<Void> {
@@ -207,9 +207,9 @@ struct ExpansionTests {
                 }
 
                 func exists(_ name: String, _queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
-                    var __request = try self.serviceContext.request(.head, path: "/users/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name}")
+                    var __request = try self._serviceCore.request(.head, path: "/users/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name}")
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.response(__request)
+                    return try await self._serviceCore.response(__request)
                 }
 
                 func update(displayName: String, bio: String?) async throws {
@@ -217,12 +217,12 @@ struct ExpansionTests {
                 }
 
                 func update(displayName: String, bio: String?, _queryItems: [Trellis.QueryItem]) async throws {
-                    var __request = self.serviceContext.request(.put, path: "/profile", query: "", template: "/profile")
+                    var __request = self._serviceCore.request(.put, path: "/profile", query: "", template: "/profile")
                     __request.startForm()
                     __request.formField("displayName", displayName)
                     __request.formField("bio", bio)
                     __request.queryItems(_queryItems)
-                    try await self.serviceContext.perform(__request)
+                    try await self._serviceCore.perform(__request)
                 }
             }
 
@@ -252,14 +252,14 @@ struct ExpansionTests {
             }
 
             final class BlogService: Blog, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
                 static let tokenLabel = "blog"
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -272,10 +272,10 @@ struct ExpansionTests {
                 }
 
                 func me(_queryItems: [Trellis.QueryItem]) async throws -> User {
-                    var __request = self.serviceContext.request(.get, path: "/me", query: "", template: "/me")
+                    var __request = self._serviceCore.request(.get, path: "/me", query: "", template: "/me")
                     __request.queryItems(_queryItems)
                     __request.requiresAccessToken = true
-                    return try await self.serviceContext.value(__request, as: User.self)
+                    return try await self._serviceCore.value(__request, as: User.self)
                 }
             }
             """#
@@ -306,14 +306,14 @@ struct ExpansionTests {
             }
 
             final class FilesService: Files, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -326,9 +326,9 @@ struct ExpansionTests {
                 }
 
                 func fetch(name: String, _queryItems: [Trellis.QueryItem]) async throws -> URL {
-                    var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
+                    var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.download(__request).url
+                    return try await self._serviceCore.download(__request).url
                 }
 
                 func record(name: String) async throws -> DownloadedFile {
@@ -336,9 +336,9 @@ struct ExpansionTests {
                 }
 
                 func record(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
-                    var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
+                    var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.download(__request)
+                    return try await self._serviceCore.download(__request)
                 }
 
                 func task(name: String) async throws -> DownloadTask {
@@ -346,9 +346,9 @@ struct ExpansionTests {
                 }
 
                 func task(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
-                    var __request = try self.serviceContext.request(.get, path: "/files/\(Trellis.RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
+                    var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
-                    return try self.serviceContext.downloadTask(__request)
+                    return try self._serviceCore.downloadTask(__request)
                 }
             }
             """#
@@ -377,14 +377,14 @@ struct ExpansionTests {
             }
 
             final class LiveService: Live, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -397,10 +397,10 @@ struct ExpansionTests {
                 }
 
                 func chat(room: String, _queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
-                    var __request = try self.serviceContext.request(.get, path: "/chat/\(Trellis.RequestBuilder.pathSegment(room, name: "room"))", query: "", template: "/chat/{room}")
+                    var __request = try self._serviceCore.request(.get, path: "/chat/\(Trellis._RequestBuilder.pathSegment(room, name: "room"))", query: "", template: "/chat/{room}")
                     __request.queryItems(_queryItems)
                     __request.requiresAccessToken = true
-                    return try await self.serviceContext.webSocket(__request)
+                    return try await self._serviceCore.webSocket(__request)
                 }
 
                 func quotes() async throws -> EventStream<Quote> {
@@ -408,9 +408,9 @@ struct ExpansionTests {
                 }
 
                 func quotes(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
-                    var __request = self.serviceContext.request(.get, path: "/quotes", query: "", template: "/quotes")
+                    var __request = self._serviceCore.request(.get, path: "/quotes", query: "", template: "/quotes")
                     __request.queryItems(_queryItems)
-                    return try self.serviceContext.events(__request, as: Quote.self)
+                    return try self._serviceCore.events(__request, as: Quote.self)
                 }
 
                 func events() async throws -> EventStream<ServerSentEvent> {
@@ -418,9 +418,9 @@ struct ExpansionTests {
                 }
 
                 func events(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
-                    var __request = self.serviceContext.request(.get, path: "/events", query: "", template: "/events")
+                    var __request = self._serviceCore.request(.get, path: "/events", query: "", template: "/events")
                     __request.queryItems(_queryItems)
-                    return try self.serviceContext.events(__request)
+                    return try self._serviceCore.events(__request)
                 }
             }
             """#
@@ -443,14 +443,14 @@ struct ExpansionTests {
             }
 
             final class FeedService: Feed, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -463,11 +463,11 @@ struct ExpansionTests {
                 }
 
                 func add(_queryItems: [Trellis.QueryItem]) async throws {
-                    var __request = self.serviceContext.request(.post, path: "/entries", query: "", template: "/entries")
+                    var __request = self._serviceCore.request(.post, path: "/entries", query: "", template: "/entries")
                     __request.queryItems(_queryItems)
                     __request.maximumRetries = 3
                     __request.retriesNonIdempotentMethods = true
-                    try await self.serviceContext.perform(__request)
+                    try await self._serviceCore.perform(__request)
                 }
             }
             """#
@@ -490,14 +490,14 @@ struct ExpansionTests {
             }
 
             final class ProfileService: Profile, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -514,10 +514,10 @@ struct ExpansionTests {
                 }
 
                 func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription?, _queryItems: [Trellis.QueryItem]) async throws -> Data {
-                    var __request = self.serviceContext.request(.post, path: "/avatar", query: "", template: "/avatar")
+                    var __request = self._serviceCore.request(.post, path: "/avatar", query: "", template: "/avatar")
                     try __request.fileUpload(image, parameter: "image", description: _payloadDescription)
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.value(__request, as: Data.self)
+                    return try await self._serviceCore.value(__request, as: Data.self)
                 }
             }
             """#
@@ -543,14 +543,14 @@ struct ExpansionTests {
             }
 
             final class APIService: API, Trellis.TrellisService {
-                let serviceContext: Trellis.ServiceContext
+                let _serviceCore: Trellis._ServiceCore
 
                 /// The label the service's access token is stored under.
-                static let tokenLabel = Trellis.ServiceContext.defaultTokenLabel
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
 
                 /// A service that sends through `client`.
                 init(client: Trellis.Client) {
-                    self.serviceContext = Trellis.ServiceContext(client: client, tokenLabel: Self.tokenLabel)
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
                 }
 
                 /// A service for `baseURL` over the platform's default transport.
@@ -563,9 +563,9 @@ struct ExpansionTests {
                 }
 
                 func call(_queryItems: [Trellis.QueryItem]) async throws -> Data {
-                    var __request = self.serviceContext.request(\#(method), path: "/x", query: "", template: "/x")
+                    var __request = self._serviceCore.request(\#(method), path: "/x", query: "", template: "/x")
                     __request.queryItems(_queryItems)
-                    return try await self.serviceContext.value(__request, as: Data.self)
+                    return try await self._serviceCore.value(__request, as: Data.self)
                 }
             }
             """#

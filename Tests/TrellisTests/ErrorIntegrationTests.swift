@@ -82,7 +82,7 @@ struct ErrorIntegrationTests {
         try await TestServer.with(TestRoutes.install) { url in
             let client = Client(baseURL: url, transport: kind.transport)
             struct Strict: Decodable { var id: Int; var title: Int }
-            var builder = RequestBuilder(method: .get, path: "/posts")
+            var builder = _RequestBuilder(method: .get, path: "/posts")
             builder.timeout = .seconds(30)
             let error = await #expect(throws: TrellisError.self) {
                 try await client.value(for: builder.makeRequest(for: client), as: [Strict].self)
@@ -192,7 +192,7 @@ struct ErrorIntegrationTests {
     func perRequestTimeoutOverridesTheClients(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
         let client = Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) }
-        var builder = RequestBuilder(method: .get, path: "/slow")
+        var builder = _RequestBuilder(method: .get, path: "/slow")
         builder.timeout = .milliseconds(200)
         let error = await #expect(throws: TrellisError.self) { try await client.perform(builder.makeRequest(for: client)) }
         guard case .timedOut(let failure) = error else {

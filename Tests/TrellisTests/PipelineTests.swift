@@ -89,7 +89,7 @@ struct PipelineTests {
         struct Reading: Encodable { var value: Double }
         let mock = MockTransport()
         let client = Client(baseURL: URL(string: "https://api.test")!, transport: mock)
-        var builder = RequestBuilder(method: .post, path: "/readings")
+        var builder = _RequestBuilder(method: .post, path: "/readings")
         let error = #expect(throws: TrellisError.self) { try builder.body(Reading(value: .nan)) }
         guard case .invalidRequest(let invalid) = error else {
             Issue.record("expected invalidRequest, got \(String(describing: error))")

@@ -296,7 +296,7 @@ struct WebSocketIntegrationTests {
             }
         }
         try await WebSocketTestServer.with(routes) { url in
-            let storage = InMemoryAccessTokenStorage([ServiceContext.defaultTokenLabel: AccessToken(accessToken: "secret")])
+            let storage = InMemoryAccessTokenStorage([AccessTokenRequirement.defaultLabel: AccessToken(accessToken: "secret")])
             let rooms = RoomsService(client: Client(baseURL: base(url)) { $0.accessTokens = AccessTokenSettings(storage: storage) })
             let socket = try await rooms.join(room: "tea & cake")
             var received: [Trellis.WebSocketMessage] = []

@@ -14,9 +14,9 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func widget0(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets0/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets0/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets0/{id}",
             encoder: client.encoder
         )
@@ -25,15 +25,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create0(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets0", template: "/widgets0", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets0", template: "/widgets0", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget1(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets1/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets1/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets1/{id}",
             encoder: client.encoder
         )
@@ -42,15 +42,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create1(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets1", template: "/widgets1", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets1", template: "/widgets1", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget2(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets2/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets2/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets2/{id}",
             encoder: client.encoder
         )
@@ -59,15 +59,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create2(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets2", template: "/widgets2", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets2", template: "/widgets2", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget3(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets3/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets3/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets3/{id}",
             encoder: client.encoder
         )
@@ -76,15 +76,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create3(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets3", template: "/widgets3", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets3", template: "/widgets3", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget4(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets4/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets4/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets4/{id}",
             encoder: client.encoder
         )
@@ -93,15 +93,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create4(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets4", template: "/widgets4", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets4", template: "/widgets4", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget5(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets5/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets5/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets5/{id}",
             encoder: client.encoder
         )
@@ -110,15 +110,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create5(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets5", template: "/widgets5", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets5", template: "/widgets5", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget6(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets6/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets6/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets6/{id}",
             encoder: client.encoder
         )
@@ -127,15 +127,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create6(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets6", template: "/widgets6", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets6", template: "/widgets6", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget7(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets7/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets7/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets7/{id}",
             encoder: client.encoder
         )
@@ -144,15 +144,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create7(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets7", template: "/widgets7", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets7", template: "/widgets7", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget8(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets8/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets8/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets8/{id}",
             encoder: client.encoder
         )
@@ -161,15 +161,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create8(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets8", template: "/widgets8", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets8", template: "/widgets8", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget9(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets9/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets9/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets9/{id}",
             encoder: client.encoder
         )
@@ -178,15 +178,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create9(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets9", template: "/widgets9", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets9", template: "/widgets9", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget10(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets10/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets10/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets10/{id}",
             encoder: client.encoder
         )
@@ -195,15 +195,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create10(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets10", template: "/widgets10", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets10", template: "/widgets10", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget11(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets11/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets11/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets11/{id}",
             encoder: client.encoder
         )
@@ -212,15 +212,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create11(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets11", template: "/widgets11", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets11", template: "/widgets11", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget12(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets12/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets12/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets12/{id}",
             encoder: client.encoder
         )
@@ -229,15 +229,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create12(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets12", template: "/widgets12", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets12", template: "/widgets12", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget13(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets13/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets13/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets13/{id}",
             encoder: client.encoder
         )
@@ -246,15 +246,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create13(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets13", template: "/widgets13", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets13", template: "/widgets13", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget14(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets14/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets14/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets14/{id}",
             encoder: client.encoder
         )
@@ -263,15 +263,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create14(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets14", template: "/widgets14", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets14", template: "/widgets14", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget15(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets15/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets15/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets15/{id}",
             encoder: client.encoder
         )
@@ -280,15 +280,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create15(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets15", template: "/widgets15", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets15", template: "/widgets15", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget16(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets16/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets16/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets16/{id}",
             encoder: client.encoder
         )
@@ -297,15 +297,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create16(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets16", template: "/widgets16", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets16", template: "/widgets16", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget17(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets17/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets17/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets17/{id}",
             encoder: client.encoder
         )
@@ -314,15 +314,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create17(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets17", template: "/widgets17", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets17", template: "/widgets17", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget18(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets18/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets18/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets18/{id}",
             encoder: client.encoder
         )
@@ -331,15 +331,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create18(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets18", template: "/widgets18", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets18", template: "/widgets18", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget19(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets19/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets19/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets19/{id}",
             encoder: client.encoder
         )
@@ -348,15 +348,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create19(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets19", template: "/widgets19", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets19", template: "/widgets19", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget20(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets20/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets20/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets20/{id}",
             encoder: client.encoder
         )
@@ -365,15 +365,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create20(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets20", template: "/widgets20", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets20", template: "/widgets20", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget21(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets21/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets21/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets21/{id}",
             encoder: client.encoder
         )
@@ -382,15 +382,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create21(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets21", template: "/widgets21", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets21", template: "/widgets21", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget22(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets22/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets22/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets22/{id}",
             encoder: client.encoder
         )
@@ -399,15 +399,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create22(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets22", template: "/widgets22", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets22", template: "/widgets22", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget23(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets23/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets23/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets23/{id}",
             encoder: client.encoder
         )
@@ -416,15 +416,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create23(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets23", template: "/widgets23", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets23", template: "/widgets23", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget24(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets24/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets24/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets24/{id}",
             encoder: client.encoder
         )
@@ -433,15 +433,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create24(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets24", template: "/widgets24", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets24", template: "/widgets24", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget25(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets25/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets25/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets25/{id}",
             encoder: client.encoder
         )
@@ -450,15 +450,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create25(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets25", template: "/widgets25", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets25", template: "/widgets25", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget26(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets26/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets26/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets26/{id}",
             encoder: client.encoder
         )
@@ -467,15 +467,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create26(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets26", template: "/widgets26", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets26", template: "/widgets26", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget27(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets27/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets27/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets27/{id}",
             encoder: client.encoder
         )
@@ -484,15 +484,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create27(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets27", template: "/widgets27", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets27", template: "/widgets27", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget28(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets28/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets28/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets28/{id}",
             encoder: client.encoder
         )
@@ -501,15 +501,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create28(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets28", template: "/widgets28", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets28", template: "/widgets28", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget29(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets29/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets29/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets29/{id}",
             encoder: client.encoder
         )
@@ -518,15 +518,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create29(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets29", template: "/widgets29", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets29", template: "/widgets29", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget30(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets30/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets30/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets30/{id}",
             encoder: client.encoder
         )
@@ -535,15 +535,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create30(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets30", template: "/widgets30", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets30", template: "/widgets30", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget31(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets31/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets31/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets31/{id}",
             encoder: client.encoder
         )
@@ -552,15 +552,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create31(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets31", template: "/widgets31", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets31", template: "/widgets31", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget32(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets32/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets32/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets32/{id}",
             encoder: client.encoder
         )
@@ -569,15 +569,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create32(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets32", template: "/widgets32", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets32", template: "/widgets32", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget33(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets33/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets33/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets33/{id}",
             encoder: client.encoder
         )
@@ -586,15 +586,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create33(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets33", template: "/widgets33", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets33", template: "/widgets33", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget34(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets34/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets34/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets34/{id}",
             encoder: client.encoder
         )
@@ -603,15 +603,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create34(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets34", template: "/widgets34", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets34", template: "/widgets34", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget35(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets35/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets35/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets35/{id}",
             encoder: client.encoder
         )
@@ -620,15 +620,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create35(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets35", template: "/widgets35", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets35", template: "/widgets35", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget36(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets36/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets36/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets36/{id}",
             encoder: client.encoder
         )
@@ -637,15 +637,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create36(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets36", template: "/widgets36", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets36", template: "/widgets36", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget37(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets37/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets37/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets37/{id}",
             encoder: client.encoder
         )
@@ -654,15 +654,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create37(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets37", template: "/widgets37", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets37", template: "/widgets37", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget38(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets38/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets38/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets38/{id}",
             encoder: client.encoder
         )
@@ -671,15 +671,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create38(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets38", template: "/widgets38", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets38", template: "/widgets38", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget39(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets39/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets39/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets39/{id}",
             encoder: client.encoder
         )
@@ -688,15 +688,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create39(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets39", template: "/widgets39", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets39", template: "/widgets39", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget40(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets40/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets40/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets40/{id}",
             encoder: client.encoder
         )
@@ -705,15 +705,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create40(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets40", template: "/widgets40", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets40", template: "/widgets40", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget41(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets41/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets41/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets41/{id}",
             encoder: client.encoder
         )
@@ -722,15 +722,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create41(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets41", template: "/widgets41", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets41", template: "/widgets41", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget42(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets42/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets42/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets42/{id}",
             encoder: client.encoder
         )
@@ -739,15 +739,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create42(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets42", template: "/widgets42", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets42", template: "/widgets42", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget43(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets43/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets43/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets43/{id}",
             encoder: client.encoder
         )
@@ -756,15 +756,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create43(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets43", template: "/widgets43", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets43", template: "/widgets43", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget44(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets44/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets44/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets44/{id}",
             encoder: client.encoder
         )
@@ -773,15 +773,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create44(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets44", template: "/widgets44", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets44", template: "/widgets44", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget45(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets45/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets45/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets45/{id}",
             encoder: client.encoder
         )
@@ -790,15 +790,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create45(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets45", template: "/widgets45", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets45", template: "/widgets45", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget46(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets46/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets46/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets46/{id}",
             encoder: client.encoder
         )
@@ -807,15 +807,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create46(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets46", template: "/widgets46", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets46", template: "/widgets46", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget47(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets47/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets47/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets47/{id}",
             encoder: client.encoder
         )
@@ -824,15 +824,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create47(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets47", template: "/widgets47", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets47", template: "/widgets47", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget48(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets48/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets48/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets48/{id}",
             encoder: client.encoder
         )
@@ -841,15 +841,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create48(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets48", template: "/widgets48", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets48", template: "/widgets48", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget49(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets49/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets49/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets49/{id}",
             encoder: client.encoder
         )
@@ -858,15 +858,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create49(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets49", template: "/widgets49", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets49", template: "/widgets49", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget50(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets50/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets50/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets50/{id}",
             encoder: client.encoder
         )
@@ -875,15 +875,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create50(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets50", template: "/widgets50", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets50", template: "/widgets50", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget51(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets51/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets51/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets51/{id}",
             encoder: client.encoder
         )
@@ -892,15 +892,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create51(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets51", template: "/widgets51", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets51", template: "/widgets51", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget52(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets52/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets52/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets52/{id}",
             encoder: client.encoder
         )
@@ -909,15 +909,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create52(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets52", template: "/widgets52", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets52", template: "/widgets52", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget53(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets53/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets53/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets53/{id}",
             encoder: client.encoder
         )
@@ -926,15 +926,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create53(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets53", template: "/widgets53", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets53", template: "/widgets53", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget54(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets54/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets54/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets54/{id}",
             encoder: client.encoder
         )
@@ -943,15 +943,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create54(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets54", template: "/widgets54", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets54", template: "/widgets54", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget55(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets55/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets55/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets55/{id}",
             encoder: client.encoder
         )
@@ -960,15 +960,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create55(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets55", template: "/widgets55", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets55", template: "/widgets55", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget56(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets56/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets56/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets56/{id}",
             encoder: client.encoder
         )
@@ -977,15 +977,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create56(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets56", template: "/widgets56", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets56", template: "/widgets56", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget57(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets57/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets57/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets57/{id}",
             encoder: client.encoder
         )
@@ -994,15 +994,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create57(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets57", template: "/widgets57", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets57", template: "/widgets57", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget58(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets58/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets58/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets58/{id}",
             encoder: client.encoder
         )
@@ -1011,15 +1011,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create58(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets58", template: "/widgets58", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets58", template: "/widgets58", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget59(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets59/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets59/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets59/{id}",
             encoder: client.encoder
         )
@@ -1028,15 +1028,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create59(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets59", template: "/widgets59", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets59", template: "/widgets59", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget60(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets60/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets60/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets60/{id}",
             encoder: client.encoder
         )
@@ -1045,15 +1045,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create60(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets60", template: "/widgets60", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets60", template: "/widgets60", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget61(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets61/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets61/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets61/{id}",
             encoder: client.encoder
         )
@@ -1062,15 +1062,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create61(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets61", template: "/widgets61", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets61", template: "/widgets61", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget62(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets62/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets62/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets62/{id}",
             encoder: client.encoder
         )
@@ -1079,15 +1079,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create62(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets62", template: "/widgets62", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets62", template: "/widgets62", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget63(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets63/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets63/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets63/{id}",
             encoder: client.encoder
         )
@@ -1096,15 +1096,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create63(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets63", template: "/widgets63", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets63", template: "/widgets63", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget64(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets64/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets64/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets64/{id}",
             encoder: client.encoder
         )
@@ -1113,15 +1113,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create64(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets64", template: "/widgets64", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets64", template: "/widgets64", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget65(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets65/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets65/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets65/{id}",
             encoder: client.encoder
         )
@@ -1130,15 +1130,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create65(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets65", template: "/widgets65", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets65", template: "/widgets65", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget66(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets66/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets66/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets66/{id}",
             encoder: client.encoder
         )
@@ -1147,15 +1147,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create66(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets66", template: "/widgets66", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets66", template: "/widgets66", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget67(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets67/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets67/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets67/{id}",
             encoder: client.encoder
         )
@@ -1164,15 +1164,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create67(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets67", template: "/widgets67", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets67", template: "/widgets67", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget68(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets68/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets68/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets68/{id}",
             encoder: client.encoder
         )
@@ -1181,15 +1181,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create68(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets68", template: "/widgets68", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets68", template: "/widgets68", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget69(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets69/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets69/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets69/{id}",
             encoder: client.encoder
         )
@@ -1198,15 +1198,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create69(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets69", template: "/widgets69", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets69", template: "/widgets69", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget70(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets70/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets70/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets70/{id}",
             encoder: client.encoder
         )
@@ -1215,15 +1215,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create70(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets70", template: "/widgets70", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets70", template: "/widgets70", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget71(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets71/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets71/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets71/{id}",
             encoder: client.encoder
         )
@@ -1232,15 +1232,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create71(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets71", template: "/widgets71", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets71", template: "/widgets71", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget72(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets72/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets72/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets72/{id}",
             encoder: client.encoder
         )
@@ -1249,15 +1249,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create72(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets72", template: "/widgets72", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets72", template: "/widgets72", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget73(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets73/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets73/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets73/{id}",
             encoder: client.encoder
         )
@@ -1266,15 +1266,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create73(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets73", template: "/widgets73", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets73", template: "/widgets73", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget74(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets74/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets74/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets74/{id}",
             encoder: client.encoder
         )
@@ -1283,15 +1283,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create74(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets74", template: "/widgets74", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets74", template: "/widgets74", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget75(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets75/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets75/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets75/{id}",
             encoder: client.encoder
         )
@@ -1300,15 +1300,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create75(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets75", template: "/widgets75", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets75", template: "/widgets75", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget76(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets76/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets76/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets76/{id}",
             encoder: client.encoder
         )
@@ -1317,15 +1317,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create76(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets76", template: "/widgets76", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets76", template: "/widgets76", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget77(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets77/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets77/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets77/{id}",
             encoder: client.encoder
         )
@@ -1334,15 +1334,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create77(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets77", template: "/widgets77", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets77", template: "/widgets77", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget78(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets78/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets78/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets78/{id}",
             encoder: client.encoder
         )
@@ -1351,15 +1351,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create78(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets78", template: "/widgets78", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets78", template: "/widgets78", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget79(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets79/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets79/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets79/{id}",
             encoder: client.encoder
         )
@@ -1368,15 +1368,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create79(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets79", template: "/widgets79", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets79", template: "/widgets79", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget80(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets80/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets80/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets80/{id}",
             encoder: client.encoder
         )
@@ -1385,15 +1385,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create80(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets80", template: "/widgets80", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets80", template: "/widgets80", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget81(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets81/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets81/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets81/{id}",
             encoder: client.encoder
         )
@@ -1402,15 +1402,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create81(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets81", template: "/widgets81", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets81", template: "/widgets81", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget82(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets82/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets82/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets82/{id}",
             encoder: client.encoder
         )
@@ -1419,15 +1419,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create82(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets82", template: "/widgets82", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets82", template: "/widgets82", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget83(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets83/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets83/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets83/{id}",
             encoder: client.encoder
         )
@@ -1436,15 +1436,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create83(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets83", template: "/widgets83", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets83", template: "/widgets83", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget84(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets84/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets84/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets84/{id}",
             encoder: client.encoder
         )
@@ -1453,15 +1453,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create84(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets84", template: "/widgets84", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets84", template: "/widgets84", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget85(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets85/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets85/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets85/{id}",
             encoder: client.encoder
         )
@@ -1470,15 +1470,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create85(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets85", template: "/widgets85", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets85", template: "/widgets85", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget86(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets86/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets86/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets86/{id}",
             encoder: client.encoder
         )
@@ -1487,15 +1487,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create86(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets86", template: "/widgets86", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets86", template: "/widgets86", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget87(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets87/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets87/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets87/{id}",
             encoder: client.encoder
         )
@@ -1504,15 +1504,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create87(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets87", template: "/widgets87", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets87", template: "/widgets87", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget88(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets88/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets88/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets88/{id}",
             encoder: client.encoder
         )
@@ -1521,15 +1521,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create88(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets88", template: "/widgets88", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets88", template: "/widgets88", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget89(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets89/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets89/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets89/{id}",
             encoder: client.encoder
         )
@@ -1538,15 +1538,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create89(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets89", template: "/widgets89", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets89", template: "/widgets89", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget90(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets90/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets90/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets90/{id}",
             encoder: client.encoder
         )
@@ -1555,15 +1555,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create90(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets90", template: "/widgets90", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets90", template: "/widgets90", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget91(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets91/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets91/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets91/{id}",
             encoder: client.encoder
         )
@@ -1572,15 +1572,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create91(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets91", template: "/widgets91", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets91", template: "/widgets91", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget92(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets92/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets92/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets92/{id}",
             encoder: client.encoder
         )
@@ -1589,15 +1589,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create92(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets92", template: "/widgets92", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets92", template: "/widgets92", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget93(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets93/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets93/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets93/{id}",
             encoder: client.encoder
         )
@@ -1606,15 +1606,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create93(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets93", template: "/widgets93", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets93", template: "/widgets93", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget94(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets94/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets94/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets94/{id}",
             encoder: client.encoder
         )
@@ -1623,15 +1623,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create94(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets94", template: "/widgets94", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets94", template: "/widgets94", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget95(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets95/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets95/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets95/{id}",
             encoder: client.encoder
         )
@@ -1640,15 +1640,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create95(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets95", template: "/widgets95", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets95", template: "/widgets95", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget96(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets96/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets96/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets96/{id}",
             encoder: client.encoder
         )
@@ -1657,15 +1657,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create96(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets96", template: "/widgets96", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets96", template: "/widgets96", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget97(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets97/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets97/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets97/{id}",
             encoder: client.encoder
         )
@@ -1674,15 +1674,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create97(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets97", template: "/widgets97", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets97", template: "/widgets97", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget98(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets98/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets98/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets98/{id}",
             encoder: client.encoder
         )
@@ -1691,15 +1691,15 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create98(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets98", template: "/widgets98", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets98", template: "/widgets98", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }
 
     public func widget99(id: Int, filter: String?) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(
+        var builder = _RequestBuilder(
             method: .get,
-            path: "/widgets99/" + (try RequestBuilder.pathSegment(id, name: "id")),
+            path: "/widgets99/" + (try _RequestBuilder.pathSegment(id, name: "id")),
             template: "/widgets99/{id}",
             encoder: client.encoder
         )
@@ -1708,7 +1708,7 @@ public final class LargeHandwritten: Sendable {
     }
 
     public func create99(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-        var builder = RequestBuilder(method: .post, path: "/widgets99", template: "/widgets99", encoder: client.encoder)
+        var builder = _RequestBuilder(method: .post, path: "/widgets99", template: "/widgets99", encoder: client.encoder)
         try builder.body(widget)
         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The build time of a 200-endpoint `@Service` protocol next to the same client written by
-/// hand with `RequestBuilder`. Both are targets of the package (`Benchmarks/CompileCost`); this
+/// hand (the calls the macro expands to). Both are targets of the package (`Benchmarks/CompileCost`); this
 /// suite regenerates their sources (identically, so git sees no change), then times
 /// `swift build --target` of each after touching its file, with a null build subtracted.
 enum CompileCostBenchmark {
@@ -115,9 +115,9 @@ enum CompileCostBenchmark {
         for index in 0..<endpointPairs {
             text += """
                     public func widget\(index)(id: Int, filter: String?) async throws -> HandwrittenWidget {
-                        var builder = RequestBuilder(
+                        var builder = _RequestBuilder(
                             method: .get,
-                            path: "/widgets\(index)/" + (try RequestBuilder.pathSegment(id, name: "id")),
+                            path: "/widgets\(index)/" + (try _RequestBuilder.pathSegment(id, name: "id")),
                             template: "/widgets\(index)/{id}",
                             encoder: client.encoder
                         )
@@ -126,7 +126,7 @@ enum CompileCostBenchmark {
                     }
 
                     public func create\(index)(widget: HandwrittenWidget) async throws -> HandwrittenWidget {
-                        var builder = RequestBuilder(method: .post, path: "/widgets\(index)", template: "/widgets\(index)", encoder: client.encoder)
+                        var builder = _RequestBuilder(method: .post, path: "/widgets\(index)", template: "/widgets\(index)", encoder: client.encoder)
                         try builder.body(widget)
                         return try await client.value(for: builder.makeRequest(for: client), as: HandwrittenWidget.self)
                     }

@@ -64,6 +64,10 @@ public struct AccessTokenSettings: Sendable {
 /// What a request needs to carry an access token: the label it is stored under, and the hook
 /// that refreshes it when the request's service has one.
 public struct AccessTokenRequirement: Sendable {
+    /// The label a token is stored under when none is given: by a service without
+    /// `@TokenLabel`, and by ``Request/requireAccessToken(label:)``.
+    public static let defaultLabel = "TrellisToken"
+
     /// Obtains a new token given the current one (or `nil`).
     public typealias Refresh = @Sendable (_ current: AccessToken?) async throws -> any AccessTokenConvertible
 
@@ -81,7 +85,7 @@ public struct AccessTokenRequirement: Sendable {
 
 extension Request {
     /// Marks the request as needing the access token stored under `label`.
-    public mutating func requireAccessToken(label: String = "TrellisToken") {
+    public mutating func requireAccessToken(label: String = AccessTokenRequirement.defaultLabel) {
         accessToken = AccessTokenRequirement(label: label)
     }
 }

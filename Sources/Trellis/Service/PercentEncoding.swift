@@ -5,7 +5,7 @@
 /// that decodes `+` as a space.
 enum PercentEncoding {
     /// One path segment. The dot segments `.` and `..` never reach it: a URL normaliser
-    /// would resolve them, encoded or not, so ``RequestBuilder`` refuses them first.
+    /// would resolve them, encoded or not, so `_RequestBuilder` refuses them first.
     static func pathSegment(_ value: String) -> String {
         encode(value, spaceAsPlus: false)
     }

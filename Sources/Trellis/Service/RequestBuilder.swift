@@ -3,15 +3,10 @@ public import HTTPTypes
 
 /// Gathers the parts of one endpoint call (path, query, headers, body) into a ``Request``.
 ///
-/// The code `@Service` generates is a few calls to this type; you can use it directly to
-/// build requests by hand with the same encoding rules:
-///
-/// ```swift
-/// var builder = RequestBuilder(method: .get, path: "/posts/" + RequestBuilder.pathSegment(id, name: "id"))
-/// builder.query("tags", ["swift", "http"])
-/// let post = try await client.value(for: builder.makeRequest(for: client), as: Post.self)
-/// ```
-public struct RequestBuilder {
+/// The code `@Service` generates is a few calls to this type. It is public only because that
+/// code is expanded in your module; the leading underscore keeps it out of code completion and
+/// the documentation. Build requests by hand with ``Request``.
+public struct _RequestBuilder {
     /// The request method.
     public var method: HTTPRequest.Method
     /// The percent-encoded path relative to the client's base URL, starting with `/`.

@@ -4,13 +4,10 @@ import NIOConcurrencyHelpers
 
 /// What a generated service holds: its client and its own interceptors.
 ///
-/// Generated code calls it; you rarely need it directly, except to reach
+/// Public only because `@Service` expands into code in your module that calls it; the leading
+/// underscore keeps it out of code completion and the documentation. Reach the client with
 /// ``TrellisService/client``.
-public final class ServiceContext: Sendable {
-    /// The label the service's access token is stored under when none is given with
-    /// `@TokenLabel`.
-    public static let defaultTokenLabel = "TrellisToken"
-
+public final class _ServiceCore: Sendable {
     /// The client the service sends through.
     public let client: Client
     /// The label the service's access token is stored under (`@TokenLabel`).
@@ -31,7 +28,7 @@ public final class ServiceContext: Sendable {
 
     /// Creates the context of a service that sends through `client`, with its token stored
     /// under `tokenLabel`.
-    public init(client: Client, tokenLabel: String = ServiceContext.defaultTokenLabel) {
+    public init(client: Client, tokenLabel: String = AccessTokenRequirement.defaultLabel) {
         self.client = client
         self.tokenLabel = tokenLabel
         let interceptors = NIOLockedValueBox(InterceptorMiddleware(maximumBodySize: client.maximumBodySize))
@@ -63,12 +60,12 @@ public final class ServiceContext: Sendable {
         path: String,
         query: String = "",
         template: String
-    ) -> RequestBuilder {
-        RequestBuilder(method: method, path: path, query: query, template: template, encoder: client.encoder)
+    ) -> _RequestBuilder {
+        _RequestBuilder(method: method, path: path, query: query, template: template, encoder: client.encoder)
     }
 
     /// The request a builder describes, with the service's token requirement.
-    public func makeRequest(_ builder: RequestBuilder) throws -> Request {
+    public func makeRequest(_ builder: _RequestBuilder) throws -> Request {
         var request = try builder.makeRequest(for: client)
         if builder.requiresAccessToken {
             request.accessToken = AccessTokenRequirement(label: tokenLabel, refresh: authRetry.withLockedValue { $0.refresh })
@@ -77,65 +74,65 @@ public final class ServiceContext: Sendable {
     }
 
     /// Sends the request and decodes its body.
-    public func value<Value: Decodable>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Value {
+    public func value<Value: Decodable>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Value {
         try await serviceClient.value(for: makeRequest(builder), as: type)
     }
 
     /// Sends the request, decodes its body and stores the token it carries under the
     /// service's label: an endpoint that returns a token logs the user in.
-    public func value<Value: Decodable & AccessTokenConvertible>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Value {
+    public func value<Value: Decodable & AccessTokenConvertible>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Value {
         let value = try await serviceClient.value(for: makeRequest(builder), as: type)
         try await storeToken(of: value)
         return value
     }
 
     /// Sends the request and returns status, headers and decoded body.
-    public func response<Value: Decodable>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
+    public func response<Value: Decodable>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
         try await serviceClient.response(for: makeRequest(builder), as: type)
     }
 
     /// Sends the request, returns status, headers and decoded body, and stores the token the
     /// body carries under the service's label.
-    public func response<Value: Decodable & AccessTokenConvertible>(_ builder: RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
+    public func response<Value: Decodable & AccessTokenConvertible>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
         let response = try await serviceClient.response(for: makeRequest(builder), as: type)
         try await storeToken(of: response.body)
         return response
     }
 
     /// Sends the request and returns status and headers.
-    public func response(_ builder: RequestBuilder) async throws -> Response<Void> {
+    public func response(_ builder: _RequestBuilder) async throws -> Response<Void> {
         try await serviceClient.response(for: makeRequest(builder))
     }
 
     /// Sends the request for its effect.
-    public func perform(_ builder: RequestBuilder) async throws {
+    public func perform(_ builder: _RequestBuilder) async throws {
         try await serviceClient.perform(makeRequest(builder))
     }
 
     /// Streams the response body to a new file in the temporary directory (`@Download`).
-    public func download(_ builder: RequestBuilder) async throws -> DownloadedFile {
+    public func download(_ builder: _RequestBuilder) async throws -> DownloadedFile {
         try await serviceClient.download(makeRequest(builder))
     }
 
     /// The download as a task, not started (`@Download` returning ``DownloadTask``).
-    public func downloadTask(_ builder: RequestBuilder) throws -> DownloadTask {
+    public func downloadTask(_ builder: _RequestBuilder) throws -> DownloadTask {
         serviceClient.downloadTask(for: try makeRequest(builder))
     }
 
     /// Opens the WebSocket the builder describes (`@WebSocket`).
-    public func webSocket(_ builder: RequestBuilder) async throws -> WebSocketConnection {
+    public func webSocket(_ builder: _RequestBuilder) async throws -> WebSocketConnection {
         try await serviceClient.webSocket(for: makeRequest(builder))
     }
 
     /// The server-sent events of the request (a function returning
     /// `EventStream<ServerSentEvent>`); nothing is sent until the stream is iterated.
-    public func events(_ builder: RequestBuilder) throws -> EventStream<ServerSentEvent> {
+    public func events(_ builder: _RequestBuilder) throws -> EventStream<ServerSentEvent> {
         serviceClient.events(for: try makeRequest(builder))
     }
 
     /// The data of each `message` event decoded as `type` (a function returning
     /// `EventStream<Value>`).
-    public func events<Value: Decodable & Sendable>(_ builder: RequestBuilder, as type: Value.Type) throws -> EventStream<Value> {
+    public func events<Value: Decodable & Sendable>(_ builder: _RequestBuilder, as type: Value.Type) throws -> EventStream<Value> {
         serviceClient.events(for: try makeRequest(builder), as: type)
     }
 
@@ -167,8 +164,8 @@ private struct ServiceInterceptors: OptionalStage {
 /// What every `@Service`-generated class is: a `Sendable` reference to a client with
 /// per-service interceptors.
 public protocol TrellisService: AnyObject, Sendable {
-    /// The service's client and interceptors.
-    var serviceContext: ServiceContext { get }
+    /// The service's client and interceptors, which `@Service` generates.
+    var _serviceCore: _ServiceCore { get }
 
     /// A service that sends through `client`.
     init(client: Client)
@@ -182,7 +179,7 @@ extension TrellisService {
     }
 
     /// The client this service sends through.
-    public var client: Client { serviceContext.client }
+    public var client: Client { _serviceCore.client }
 
     /// Rewrites or rejects each request of this service before it is sent (after the client's
     /// middlewares).
@@ -195,15 +192,15 @@ extension TrellisService {
     /// }
     /// ```
     public var beforeSending: BeforeSending? {
-        get { serviceContext.beforeSending }
-        set { serviceContext.beforeSending = newValue }
+        get { _serviceCore.beforeSending }
+        set { _serviceCore.beforeSending = newValue }
     }
 
     /// Inspects or replaces each response of this service, with its body in memory, before it
     /// is validated and decoded.
     public var onResponse: OnResponse? {
-        get { serviceContext.onResponse }
-        set { serviceContext.onResponse = newValue }
+        get { _serviceCore.onResponse }
+        set { _serviceCore.onResponse = newValue }
     }
 
     /// Obtains a new access token when a `@RequiresAccessToken` call finds none stored, finds
@@ -223,14 +220,14 @@ extension TrellisService {
     /// }
     /// ```
     public var onAuthRetry: (@Sendable (Self) async throws -> any AccessTokenConvertible)? {
-        get { serviceContext.authRetryHook as? @Sendable (Self) async throws -> any AccessTokenConvertible }
+        get { _serviceCore.authRetryHook as? @Sendable (Self) async throws -> any AccessTokenConvertible }
         set {
             guard let hook = newValue else {
-                serviceContext.setAuthRetry(hook: nil, refresh: nil)
+                _serviceCore.setAuthRetry(hook: nil, refresh: nil)
                 return
             }
             // The context keeps the service weakly: the service owns the context.
-            serviceContext.setAuthRetry(hook: hook) { [weak self] _ in
+            _serviceCore.setAuthRetry(hook: hook) { [weak self] _ in
                 guard let self else { throw CancellationError() }
                 return try await hook(self)
             }
@@ -238,7 +235,7 @@ extension TrellisService {
     }
 
     /// The label this service's access token is stored under.
-    public var tokenLabel: String { serviceContext.tokenLabel }
+    public var tokenLabel: String { _serviceCore.tokenLabel }
 
     /// The access token stored for this service, if any.
     public func accessToken() async throws -> AccessToken? {
