@@ -93,8 +93,14 @@ enum CallBenchmark {
     static func run(transport kind: String, rounds: Int) async throws -> [CallRow] {
         try await withServer(ArticleFixtures.install) { url in
             let scenarios = kind == "urlsession" ? urlSessionScenarios(url) : asyncHTTPClientScenarios(url)
+            if let profiled = ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE"] {
+                try await profile(profiled, scenarios)
+                return []
+            }
+            // `TRELLIS_BENCH_CASES=1,5`: only those cases (numbered from 0), for a quicker A/B.
+            let chosen = ProcessInfo.processInfo.environment["TRELLIS_BENCH_CASES"].map { Set($0.split(separator: ",").compactMap { Int($0) }) }
             var rows: [CallRow] = []
-            for scenario in scenarios {
+            for (index, scenario) in scenarios.enumerated() where chosen?.contains(index) ?? true {
                 rows.append(try await measure(scenario, rounds: rounds))
             }
             return rows
@@ -177,6 +183,21 @@ enum CallBenchmark {
             Scenario(name: "POST JSON, sequential", concurrency: 1, requests: 1_000, raw: rawPost, trellis: post),
             Scenario(name: "POST JSON, concurrency 32", concurrency: 32, requests: 6_400, raw: rawPost, trellis: post),
         ]
+    }
+
+    /// `TRELLIS_BENCH_PROFILE=<case number>:<raw|trellis>`: one side of one case, run over and
+    /// over with nothing else, for a profiler (`perf record`) to look at.
+    private static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
+        let parts = choice.split(separator: ":")
+        guard parts.count == 2, let index = Int(parts[0]), scenarios.indices.contains(index) else {
+            throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants <case number 0-\(scenarios.count - 1)>:<raw|trellis>")
+        }
+        let scenario = scenarios[index]
+        let call = parts[1] == "raw" ? scenario.raw : scenario.trellis
+        for _ in 0..<10 {
+            _ = try await timed(call, scenario)
+        }
+        Swift.print("profiled \(parts[1]) \(scenario.name)")
     }
 
     private struct Run {
