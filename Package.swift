@@ -13,8 +13,6 @@ let package = Package(
     products: [
         .library(name: "Trellis", targets: ["Trellis"]),
         .library(name: "TrellisTesting", targets: ["TrellisTesting"]),
-        .executable(name: "trellis-demo", targets: ["TrellisDemo"]),
-        .executable(name: "trellis-benchmarks", targets: ["TrellisBenchmarks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/swiftlang/swift-syntax.git", "602.0.0"..<"604.0.0"),
@@ -23,16 +21,16 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        // Allocation counts in the benchmark harness only.
-        .package(url: "https://github.com/ordo-one/malloc-interposer.git", from: "1.6.1"),
-        // Test server and demo server only; the library does not link it.
+        // Tests only: the in-process test server. SwiftPM resolves no test-only dependency
+        // for an app that depends on Trellis; the demo and the benchmarks, whose servers would
+        // count, are packages of their own (`Demo/`, `Benchmarks/`).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         // SHA-256 of public keys for pinning (CryptoKit on Apple platforms); in tests, of
         // transferred bytes.
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         // Tests only: a standard multipart parser on the server.
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
-        // The test, demo and benchmark servers' WebSocket endpoints; the library does not link it.
+        // Tests only: the test server's WebSocket endpoints.
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // Tests only: certificates generated at test time for the in-process TLS server.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
@@ -74,33 +72,6 @@ let package = Package(
             dependencies: ["Trellis"],
             swiftSettings: strictSettings
         ),
-        .executableTarget(
-            name: "TrellisDemo",
-            dependencies: [
-                "Trellis",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-            ],
-            path: "Sources/trellis-demo",
-            swiftSettings: strictSettings
-        ),
-        .executableTarget(
-            name: "TrellisBenchmarks",
-            dependencies: [
-                "Trellis",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-            ],
-            path: "Benchmarks/Sources/trellis-benchmarks",
-            swiftSettings: strictSettings
-        ),
-        // The compile-cost benchmark's subjects: 200 endpoints declared with the macros, and
-        // the same written by hand. Their sources are written by `trellis-benchmarks compile`.
-        .target(name: "CompileCostGenerated", dependencies: ["Trellis"], path: "Benchmarks/CompileCost/Generated", swiftSettings: strictSettings),
-        .target(name: "CompileCostHandwritten", dependencies: ["Trellis"], path: "Benchmarks/CompileCost/Handwritten", swiftSettings: strictSettings),
         .testTarget(
             name: "TrellisMacrosTests",
             dependencies: [

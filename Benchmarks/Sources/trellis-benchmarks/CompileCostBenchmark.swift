@@ -8,8 +8,8 @@ enum CompileCostBenchmark {
     static let endpointPairs = 100
 
     static func run(rounds: Int, packageDirectory: URL) throws -> [Row] {
-        let generated = packageDirectory.appending(path: "Benchmarks/CompileCost/Generated/LargeService.swift")
-        let handwritten = packageDirectory.appending(path: "Benchmarks/CompileCost/Handwritten/LargeHandwritten.swift")
+        let generated = packageDirectory.appending(path: "CompileCost/Generated/LargeService.swift")
+        let handwritten = packageDirectory.appending(path: "CompileCost/Handwritten/LargeHandwritten.swift")
         try write(generatedSource(), to: generated)
         try write(handwrittenSource(), to: handwritten)
 

@@ -1,7 +1,7 @@
-// `swift run -c release trellis-benchmarks [suite…]`: measures Trellis against baselines
+// `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, auth, transfers, realtime, compile. With no argument,
-// every suite runs. Run it from the package directory (compile builds targets of this package).
+// every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
 let suites = ["calls", "urlsession", "auth", "transfers", "realtime", "compile"]

@@ -1,4 +1,4 @@
-// `swift run trellis-demo`: starts a small blog API in this process on 127.0.0.1 (a free port),
+// `swift run --package-path Demo trellis-demo`: starts a small blog API in this process on 127.0.0.1 (a free port),
 // declares a service for it with Trellis's macros, and walks through the features, printing
 // what goes over the wire. It exits by itself.
 import Foundation

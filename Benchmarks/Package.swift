@@ -1,0 +1,59 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The benchmark harness, a package of its own so that an app depending on Trellis never
+// resolves what only the benchmarks use (malloc-interposer, Hummingbird) and the library's
+// builds never compile the harness. Run it from this directory:
+// `swift run -c release trellis-benchmarks`.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "TrellisBenchmarks",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "trellis-benchmarks", targets: ["TrellisBenchmarks"]),
+    ],
+    dependencies: [
+        .package(name: "Trellis", path: ".."),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // Allocation counts.
+        .package(url: "https://github.com/ordo-one/malloc-interposer.git", from: "1.6.1"),
+        // The in-process servers.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "TrellisBenchmarks",
+            dependencies: [
+                .product(name: "Trellis", package: "Trellis"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ],
+            path: "Sources/trellis-benchmarks",
+            swiftSettings: strictSettings
+        ),
+        // The compile-cost benchmark's subjects: 200 endpoints declared with the macros, and
+        // the same written by hand. Their sources are written by `trellis-benchmarks compile`.
+        .target(
+            name: "CompileCostGenerated",
+            dependencies: [.product(name: "Trellis", package: "Trellis")],
+            path: "CompileCost/Generated",
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "CompileCostHandwritten",
+            dependencies: [.product(name: "Trellis", package: "Trellis")],
+            path: "CompileCost/Handwritten",
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,34 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The demo, a package of its own so that an app depending on Trellis never resolves the
+// demo server's dependencies (Hummingbird). From the repository's root:
+// `swift run --package-path Demo trellis-demo`.
+let package = Package(
+    name: "TrellisDemo",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "trellis-demo", targets: ["TrellisDemo"]),
+    ],
+    dependencies: [
+        .package(name: "Trellis", path: ".."),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "TrellisDemo",
+            dependencies: [
+                .product(name: "Trellis", package: "Trellis"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ],
+            path: "Sources/trellis-demo",
+            swiftSettings: [
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("InternalImportsByDefault"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
