@@ -186,7 +186,8 @@ enum CallBenchmark {
     }
 
     /// `TRELLIS_BENCH_PROFILE=<case number>:<raw|trellis>`: one side of one case, run over and
-    /// over with nothing else, for a profiler (`perf record`) to look at.
+    /// over with nothing else (`TRELLIS_BENCH_PROFILE_ROUNDS` times, 10 unless set), for a
+    /// profiler (`perf record`, `valgrind --tool=callgrind`) to look at.
     private static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
         guard parts.count == 2, let index = Int(parts[0]), scenarios.indices.contains(index) else {
@@ -194,7 +195,8 @@ enum CallBenchmark {
         }
         let scenario = scenarios[index]
         let call = parts[1] == "raw" ? scenario.raw : scenario.trellis
-        for _ in 0..<10 {
+        let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_ROUNDS"] ?? "") ?? 10
+        for _ in 0..<rounds {
             _ = try await timed(call, scenario)
         }
         Swift.print("profiled \(parts[1]) \(scenario.name)")
