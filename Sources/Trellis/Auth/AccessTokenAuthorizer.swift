@@ -50,6 +50,7 @@ final class AccessTokenAuthorizer: Sendable {
         if !usable {
             if let refresh {
                 token = try await refreshed(label, replacing: token, using: refresh)
+                request.observation?.accessTokenRefreshed(label: label, for: request)
             } else if token == nil {
                 throw TrellisError.authenticationRequired(
                     AuthenticationFailure(label: label, reason: "no access token is stored and no refresh hook is set to obtain one")
@@ -66,6 +67,7 @@ final class AccessTokenAuthorizer: Sendable {
             ))
         }
         let fresh = try await refreshed(label, replacing: token, using: refresh)
+        request.observation?.accessTokenRefreshed(label: label, for: request)
         return try await next(Self.authorized(request, with: fresh))
     }
 

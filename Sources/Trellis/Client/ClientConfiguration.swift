@@ -34,6 +34,8 @@ extension Client {
         public var interceptors = Interceptors()
         /// Where requests and responses are logged, at debug level, with credentials redacted.
         public var logger = Logger(label: "Trellis")
+        /// Tracing, metrics and event monitors; by default, whatever the process bootstrapped.
+        public var observability = Observability()
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

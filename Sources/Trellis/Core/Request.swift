@@ -104,6 +104,9 @@ public struct Request: Sendable {
     /// that its redirects and token replays share one time limit.
     var deadline: ContinuousClock.Instant?
 
+    /// The call's span and monitors, when anything observes it (``ObservationStage``).
+    var observation: CallObservation?
+
     /// Creates a request for an absolute URL.
     ///
     /// A `ws://` or `wss://` URL (for ``Client/webSocket(for:options:)``) is kept as the

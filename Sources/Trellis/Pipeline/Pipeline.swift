@@ -39,8 +39,10 @@ final class Pipeline: Sendable {
         let callMiddlewares = settings.middlewares.filter { $0.scope == .call }
         let hopMiddlewares = settings.middlewares.filter { $0.scope == .hop }
         var stages: [any Middleware] = []
-        // Once per call: the caller's middlewares (the client's, then a service's), then the
-        // checks before and after, and the retries with the call's deadline.
+        // Once per call: the call's span and metrics around everything, the caller's
+        // middlewares (the client's, then a service's), then the checks before and after, and
+        // the retries with the call's deadline.
+        stages.append(ObservationStage(settings: configuration.observability))
         stages += callMiddlewares
         stages.append(PreconditionStage(preconditions: configuration.validation.preconditions))
         stages.append(ValidationStage(
@@ -56,6 +58,7 @@ final class Pipeline: Sendable {
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }
+        stages.append(HopObservationStage())
         if configuration.logger.logLevel <= .debug {
             stages.append(LoggingStage(logger: configuration.logger))
         }

@@ -63,6 +63,7 @@ struct RedirectStage: Middleware {
             guard !visited.contains("\(redirected.method) \(redirected.urlString)") else {
                 throw failure("a redirect loop")
             }
+            current.observation?.redirectFollowed(from: current, to: redirected, status: response.status)
             current = redirected
         }
     }

@@ -44,6 +44,7 @@ struct RetryStage: Middleware {
                 await response.body.discard()
                 wait = delay
                 logger.debug("\(RequestLog.summary(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
+                request.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .status(response.status), for: request)
             } catch {
                 var error = error
                 if let stale = error as? StaleConnection {
@@ -59,6 +60,7 @@ struct RetryStage: Middleware {
                 else { throw error }
                 wait = delay
                 logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
+                request.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .error(error), for: request)
             }
             try await policy.sleep(wait)
             try Task.checkCancellation()

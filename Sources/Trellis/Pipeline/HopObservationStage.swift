@@ -1,0 +1,73 @@
+import HTTPTypes
+import Tracing
+
+/// On every hop of an observed call, right before the transport: the trace context injected
+/// into the hop's header fields (W3C `traceparent` when the tracer propagates that way), and
+/// the hop's send, response head and body end told to the monitors. Passed over for a call
+/// nothing observes.
+struct HopObservationStage: OptionalStage {
+    func isNeeded(for request: Request) -> Bool {
+        request.observation != nil
+    }
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        guard let observation = request.observation else { return try await next(request) }
+        var request = request
+        if let tracer = observation.tracer {
+            var fields = request.headerFields
+            tracer.inject(ServiceContext.current ?? .topLevel, into: &fields, using: HTTPFieldsInjector())
+            request.headerFields = fields
+        }
+        let hop = observation.hopStarted(request)
+        let response: Response<ResponseBody>
+        do {
+            response = try await next(request)
+        } catch {
+            observation.hopFailed(error, for: request, hop: hop)
+            throw error
+        }
+        observation.responseHead(response.head, for: request, hop: hop)
+        guard !observation.monitors.isEmpty else { return response }
+        return response.withBody(Self.watching(response.body, observation: observation, request: request, hop: hop))
+    }
+
+    /// `body`, telling the monitors when it has been read to its end or has failed.
+    private static func watching(_ body: ResponseBody, observation: CallObservation, request: Request, hop: Int) -> ResponseBody {
+        if case .bytes(let buffer) = body.storage {
+            observation.bodyFinished(byteCount: buffer.readableBytes, error: nil, for: request, hop: hop)
+            return body
+        }
+        return ResponseBody(expectedLength: body.expectedLength) {
+            var chunks = body.makeAsyncIterator()
+            var count = 0
+            var finished = false
+            return ChunkIterator {
+                guard !finished else { return nil }
+                do {
+                    guard let chunk = try await chunks.next() else {
+                        finished = true
+                        observation.bodyFinished(byteCount: count, error: nil, for: request, hop: hop)
+                        return nil
+                    }
+                    count += chunk.readableBytes
+                    return chunk
+                } catch {
+                    finished = true
+                    observation.bodyFinished(byteCount: count, error: error, for: request, hop: hop)
+                    throw error
+                }
+            }
+        }
+    }
+}
+
+/// Writes trace context into a request's header fields.
+struct HTTPFieldsInjector: Injector {
+    func inject(_ value: String, forKey key: String, into fields: inout HTTPFields) {
+        guard let name = HTTPField.Name(key) else { return }
+        fields[name] = value
+    }
+}
