@@ -20,6 +20,8 @@ let package = Package(
         .package(name: "Trellis", path: ".."),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         // Allocation counts.
         .package(url: "https://github.com/ordo-one/malloc-interposer.git", from: "1.6.1"),
         // The in-process servers.
@@ -36,6 +38,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Sources/trellis-benchmarks",
             swiftSettings: strictSettings

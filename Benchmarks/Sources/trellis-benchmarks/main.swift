@@ -45,6 +45,8 @@ do {
             )
         case "allocations":
             try await AllocationBreakdown.run()
+        case "observation":
+            print(ObservationCheckBenchmark.run())
         case "compile":
             let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
             Report.print(
