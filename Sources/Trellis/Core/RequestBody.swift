@@ -48,8 +48,11 @@ public struct RequestBody: Sendable {
 
     /// A one-shot body streamed from an asynchronous sequence of byte buffers.
     ///
-    /// - Parameter length: the total length when known, so the request can carry
-    ///   `Content-Length` instead of being chunked.
+    /// - Parameters:
+    ///   - stream: the buffers, read once as the request is sent.
+    ///   - length: the total length when known, so the request can carry
+    ///     `Content-Length` instead of being chunked.
+    ///   - contentType: sent as `Content-Type` unless the request sets its own.
     public init<Chunks: AsyncSequence & Sendable>(
         stream: Chunks,
         length: Int64? = nil,

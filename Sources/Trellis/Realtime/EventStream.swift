@@ -161,8 +161,12 @@ extension Client {
 
     /// The data of each server-sent event decoded as JSON `type` with the client's decoder.
     ///
-    /// - Parameter eventType: only events of this type are decoded; others are skipped. `nil`
-    ///   decodes every event.
+    /// - Parameters:
+    ///   - request: the `GET` that opens the stream.
+    ///   - type: what each event's data is decoded as.
+    ///   - eventType: only events of this type are decoded; others are skipped. `nil`
+    ///     decodes every event.
+    ///   - reconnects: whether a dropped connection is opened again with `Last-Event-ID`.
     public func events<Value: Decodable & Sendable>(
         for request: Request,
         as type: Value.Type,

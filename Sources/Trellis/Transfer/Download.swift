@@ -42,6 +42,7 @@ extension Client {
     /// ``maximumBodySize`` does not apply.
     ///
     /// - Parameters:
+    ///   - request: what to download.
     ///   - destination: where the file goes, replacing any file there; a new file in the
     ///     temporary directory when `nil`.
     ///   - resumeData: from an interrupted download's ``TransferTask/resumeData``: the request

@@ -180,8 +180,10 @@ extension RequestBody {
     /// with `Content-Length`. The file is read a chunk at a time, so memory stays constant
     /// whatever its size; it is read afresh if the request is sent again.
     ///
-    /// - Parameter contentType: defaults to the type of the file's extension
-    ///   (``MIMEType/forFileName(_:)``).
+    /// - Parameters:
+    ///   - url: the file to send.
+    ///   - contentType: defaults to the type of the file's extension
+    ///     (``MIMEType/forFileName(_:)``).
     /// - Throws: ``TrellisError/fileFailed(_:)`` when there is no readable regular file at `url`.
     public init(fileAt url: URL, contentType: String? = nil) throws {
         let path = url.path

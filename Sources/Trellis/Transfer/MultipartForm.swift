@@ -89,6 +89,8 @@ public struct MultipartForm: Sendable {
     /// Adds a file held in memory.
     ///
     /// - Parameters:
+    ///   - name: the form field's name.
+    ///   - data: the file's bytes.
     ///   - fileName: the name the server sees; a part without one is a plain field.
     ///   - mimeType: defaults to the type of `fileName`'s extension.
     public mutating func addData(_ name: String, _ data: Data, fileName: String? = nil, mimeType: String? = nil) {
@@ -99,6 +101,8 @@ public struct MultipartForm: Sendable {
     /// Adds a file streamed from disk when the form is sent.
     ///
     /// - Parameters:
+    ///   - name: the form field's name.
+    ///   - url: the file to send.
     ///   - fileName: defaults to the file's own name.
     ///   - mimeType: defaults to the type of the file's extension.
     /// - Throws: ``TrellisError/fileFailed(_:)`` when there is no readable regular file at `url`.

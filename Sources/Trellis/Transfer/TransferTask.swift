@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 /// A transfer that can be started, watched, awaited and cancelled: Yggdrasil's task values.
 ///
 /// A task starts when its ``value`` or ``result`` is first awaited, or when ``start()`` is
-/// called, so a batch (``Swift/Sequence/awaitAll(maxConcurrency:)``) can decide how many run
+/// called, so a batch (`awaitAll(maxConcurrency:)` on a sequence of tasks) can decide how many run
 /// at once. It runs once; awaiting it again returns the same outcome.
 ///
 /// ```swift

@@ -155,7 +155,7 @@ public final class AsyncHTTPClientTransport: Transport {
     ///
     /// A buffered call with no body or one in memory takes AsyncHTTPClient's delegate API
     /// instead, whose deadline covers the whole exchange, body included, so no task of Trellis's
-    /// own has to watch the time (see ``enforcesDeadline(for:)``).
+    /// own has to watch the time.
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         if enforcesDeadline(for: request), let limit = request.bufferLimit {
             return try await sendBuffered(request, upTo: limit)
