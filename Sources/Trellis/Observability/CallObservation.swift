@@ -8,7 +8,9 @@ import Tracing
 /// (``Request/observation``) and tell it what they did. A call with nothing listening has
 /// none, and those stages only check for `nil`.
 final class CallObservation: Sendable {
-    let tracer: (any Tracer)?
+    /// What writes the trace context into each hop's header fields: the client's tracer, or
+    /// every instrument the process bootstrapped (a propagator may be one of several).
+    let propagator: (any Instrument)?
     let span: (any Span)?
     let monitors: [any ClientEventMonitor]
     let metricsFactory: (any MetricsFactory)?
@@ -17,13 +19,13 @@ final class CallObservation: Sendable {
     private let hopCount = NIOLockedValueBox(0)
 
     init(
-        tracer: (any Tracer)?,
+        propagator: (any Instrument)?,
         span: (any Span)?,
         monitors: [any ClientEventMonitor],
         metricsFactory: (any MetricsFactory)?,
         endpoint: String
     ) {
-        self.tracer = tracer
+        self.propagator = propagator
         self.span = span
         self.monitors = monitors
         self.metricsFactory = metricsFactory

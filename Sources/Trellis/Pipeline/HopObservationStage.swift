@@ -16,9 +16,9 @@ struct HopObservationStage: OptionalStage {
     ) async throws -> Response<ResponseBody> {
         guard let observation = request.observation else { return try await next(request) }
         var request = request
-        if let tracer = observation.tracer {
+        if let propagator = observation.propagator {
             var fields = request.headerFields
-            tracer.inject(ServiceContext.current ?? .topLevel, into: &fields, using: HTTPFieldsInjector())
+            propagator.inject(ServiceContext.current ?? .topLevel, into: &fields, using: HTTPFieldsInjector())
             request.headerFields = fields
         }
         let hop = observation.hopStarted(request)

@@ -36,7 +36,7 @@ struct ObservationStage: OptionalStage {
             return span as any Span
         }
         let observation = CallObservation(
-            tracer: tracer,
+            propagator: tracer.map { _ in settings.tracer.map { $0 as any Instrument } ?? InstrumentationSystem.instrument },
             span: span,
             monitors: settings.eventMonitors,
             metricsFactory: metricsFactory,
