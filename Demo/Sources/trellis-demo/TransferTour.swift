@@ -45,20 +45,32 @@ enum MediaRoutes {
 }
 
 /// Draws `[#####.....]  42%  10.1 of 24.0 MiB` on one terminal line until the transfer ends.
+/// When the output is not a terminal (a log, a pipe), carriage returns would pile up on one
+/// line, so it prints a line at each quarter instead.
 func showProgress(_ label: String, of progress: TransferProgressUpdates) async {
     let width = 30
+    let terminal = isatty(STDOUT_FILENO) != 0
+    var lastQuarter = -1
     for await update in progress {
         let fraction = update.fractionCompleted ?? 0
-        let filled = Int(fraction * Double(width))
-        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
         let done = String(format: "%.1f", Double(update.completedBytes) / 1_048_576)
         let total = update.totalBytes.map { String(format: " of %.1f", Double($0) / 1_048_576) } ?? ""
         let percent = String(format: "%3d%%", Int(fraction * 100))
+        guard terminal else {
+            let quarter = update.isFinished ? 4 : Int(fraction * 4)
+            if quarter > lastQuarter {
+                lastQuarter = quarter
+                print("  \(label) \(percent)  \(done)\(total) MiB")
+            }
+            continue
+        }
+        let filled = Int(fraction * Double(width))
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
         print("\r  \(label) [\(bar)] \(percent)  \(done)\(total) MiB", terminator: "")
         // Flushes every output stream (standard output among them): the line has no newline.
         fflush(nil)
     }
-    print()
+    if terminal { print() }
 }
 
 func transferTour(_ baseURL: URL) async throws {
