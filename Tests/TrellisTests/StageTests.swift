@@ -120,7 +120,7 @@ struct StageTests {
     @Test func defaultHeadersStageNamesTheBodysType() async throws {
         let mock = MockTransport()
         mock.register(.post, "/x", text: "ok")
-        let stage = DefaultHeadersStage()
+        let stage = DefaultHeadersStage(defaultHeaders: [:])
         let text = try request("/x", method: .post, body: RequestBody("hello"))
         #expect(stage.isNeeded(for: text))
         _ = try await stage.intercept(text, next: mock.send)

@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 public import Logging
 
 extension Client {
@@ -36,6 +37,9 @@ extension Client {
         public var logger = Logger(label: "Trellis")
         /// Tracing, metrics and event monitors; by default, whatever the process bootstrapped.
         public var observability = Observability()
+        /// Header fields added to every request (wheel's `commonHeaders`): a field the request
+        /// already has keeps the request's value.
+        public var defaultHeaders: HTTPFields = [:]
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

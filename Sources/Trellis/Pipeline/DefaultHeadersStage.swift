@@ -1,19 +1,31 @@
-/// Fills in what a request's body implies and the caller left out: `Content-Type` from the
-/// body (JSON, a form, a multipart boundary). On every hop, since a redirect may drop the body.
+import HTTPTypes
+
+/// Fills in what the caller left out, on every hop (a redirect may drop the body): the
+/// client's ``Client/Configuration/defaultHeaders``, and `Content-Type` from the body (JSON, a
+/// form, a multipart boundary). A field the request has keeps the request's value.
 struct DefaultHeadersStage: OptionalStage {
+    let defaultHeaders: HTTPFields
+
     func isNeeded(for request: Request) -> Bool {
-        request.body?.defaultContentType != nil && request.headerFields[.contentType] == nil
+        !defaultHeaders.isEmpty || (request.body?.defaultContentType != nil && request.headerFields[.contentType] == nil)
     }
 
     func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard let type = request.body?.defaultContentType, request.headerFields[.contentType] == nil else {
-            return try await next(request)
-        }
         var request = request
-        request.headerFields[.contentType] = type
+        var fields = request.headerFields
+        if !defaultHeaders.isEmpty {
+            let present = Set(fields.map(\.name))
+            for field in defaultHeaders where !present.contains(field.name) {
+                fields.append(field)
+            }
+        }
+        if fields[.contentType] == nil, let type = request.body?.defaultContentType {
+            fields[.contentType] = type
+        }
+        request.headerFields = fields
         return try await next(request)
     }
 }

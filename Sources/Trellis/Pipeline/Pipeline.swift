@@ -54,7 +54,7 @@ final class Pipeline: Sendable {
         // On every hop, for the URL of that hop.
         stages += hopMiddlewares
         stages.append(AccessTokenStage(authorizer: settings.authorizer, client: settings.client))
-        stages.append(DefaultHeadersStage())
+        stages.append(DefaultHeadersStage(defaultHeaders: configuration.defaultHeaders))
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }
