@@ -1,3 +1,4 @@
+import Foundation
 import SwiftDiagnostics
 public import SwiftSyntax
 import SwiftSyntaxBuilder
@@ -20,6 +21,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         }
         let access = accessModifier(of: service)
         let tokenLabel = TokenLabelMacro.label(of: service, diagnose: { context.diagnose($0) })
+        let baseURL = Self.baseURL(of: node, diagnose: { context.diagnose($0) })
         let className = service.name.text.hasSuffix("Service") ? service.name.text + "Impl" : service.name.text + "Service"
         var members: [String] = []
         for member in service.memberBlock.members {
@@ -36,6 +38,13 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
                 ))
             }
         }
+        // The URL was checked above, so the generated force-unwrap cannot fail.
+        let urlInitializer = baseURL.map { url in
+            "\n    /// A service for \(url) (`@Service(url:)`) over the platform's default transport.\n"
+                + "    \(access)convenience init() {\n"
+                + "        self.init(baseURL: Foundation.URL(string: \(literal(url)))!)\n"
+                + "    }\n"
+        } ?? ""
         let classDecl: DeclSyntax = """
             \(raw: access)final class \(raw: className): \(raw: service.name.text), Trellis.TrellisService {
                 \(raw: access)let _serviceCore: Trellis._ServiceCore
@@ -52,7 +61,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
                 \(raw: access)convenience init(baseURL: Foundation.URL) {
                     self.init(client: Trellis.Client(baseURL: baseURL))
                 }
-
+            \(raw: urlInitializer)
             \(raw: members.joined(separator: "\n\n"))
             }
             """
@@ -85,6 +94,34 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
     }
 
     // MARK: Generation
+
+    /// The URL of `@Service(url: "https://…")`, checked here so that the generated `init()`
+    /// cannot fail at run time: an absolute http or https URL with a host.
+    private static func baseURL(of node: AttributeSyntax, diagnose: (Diagnostic) -> Void) -> String? {
+        guard let argument = node.arguments?.as(LabeledExprListSyntax.self)?.first(where: { $0.label?.text == "url" }) else {
+            return nil
+        }
+        guard let literal = argument.expression.as(StringLiteralExprSyntax.self), literal.segments.count == 1,
+            let segment = literal.segments.first?.as(StringSegmentSyntax.self)
+        else {
+            diagnose(Diagnostic(
+                node: Syntax(argument.expression),
+                message: TrellisDiagnostic("serviceURLNotLiteral", "@Service(url:) takes a string literal, so the URL can be checked when the service compiles")
+            ))
+            return nil
+        }
+        let text = segment.content.text
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            let host = url.host, !host.isEmpty
+        else {
+            diagnose(Diagnostic(
+                node: Syntax(literal),
+                message: TrellisDiagnostic("serviceURLInvalid", "'\(text)' is not an absolute http or https URL with a host")
+            ))
+            return nil
+        }
+        return text
+    }
 
     private static func accessModifier(of service: ProtocolDeclSyntax) -> String {
         for modifier in service.modifiers {
@@ -119,6 +156,8 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         let arguments = endpoint.parameters.map(\.argument)
         let returnKeyword = isVoid(endpoint.returnKind) ? "" : "return "
         var forwardings: [String] = []
+        // Snowdrop's first README spells the extra arguments `_queryItems:` and
+        // `_payloadDescription:`, its 0.1 release `queryItems:` and `payloadDescription:`: both work.
         if endpoint.isFileUpload {
             forwardings.append("""
                     \(access)\(signature(of: function)) {
@@ -130,10 +169,25 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
                         \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: _payloadDescription", "_queryItems: []"]))
                     }
                 """)
+            forwardings.append("""
+                    \(access)\(signature(of: function, appending: ["payloadDescription: Trellis.PayloadDescription"])) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: payloadDescription", "_queryItems: []"]))
+                    }
+                """)
+            forwardings.append("""
+                    \(access)\(signature(of: function, appending: ["payloadDescription: Trellis.PayloadDescription?", "queryItems: [Trellis.QueryItem]"])) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: payloadDescription", "_queryItems: queryItems"]))
+                    }
+                """)
         } else {
             forwardings.append("""
                     \(access)\(signature(of: function)) {
                         \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: []"]))
+                    }
+                """)
+            forwardings.append("""
+                    \(access)\(signature(of: function, appending: ["queryItems: [Trellis.QueryItem]"])) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: queryItems"]))
                     }
                 """)
         }

@@ -51,6 +51,29 @@ struct DiagnosticTests {
         )
     }
 
+    @Test func serviceURLMustBeAnAbsoluteHTTPURLLiteral() {
+        assertDiagnostics(
+            """
+            @Service(url: "my-endpoint.com/api")
+            protocol Blog {
+                @GET("/posts")
+                func posts() async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "'my-endpoint.com/api' is not an absolute http or https URL with a host", line: 1, column: 15)]
+        )
+        assertDiagnostics(
+            """
+            @Service(url: baseURLString)
+            protocol Blog {
+                @GET("/posts")
+                func posts() async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "@Service(url:) takes a string literal, so the URL can be checked when the service compiles", line: 1, column: 15)]
+        )
+    }
+
     @Test func placeholderWithNothingCloseHasNoFixIt() {
         assertDiagnostics(
             """

@@ -85,10 +85,67 @@ struct ExpansionTests {
                     return try await self.post(id: id, _queryItems: [])
                 }
 
+                func post(id: Int, queryItems: [Trellis.QueryItem]) async throws -> Post {
+                    return try await self.post(id: id, _queryItems: queryItems)
+                }
+
                 func post(id: Int, _queryItems: [Trellis.QueryItem]) async throws -> Post {
                     var __request = try self._serviceCore.request(.get, path: "/posts/\(Trellis._RequestBuilder.pathSegment(id, name: "id"))", query: "", template: "/posts/{id}")
                     __request.queryItems(_queryItems)
                     return try await self._serviceCore.value(__request, as: Post.self)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func serviceURLAddsAnInitializerForIt() {
+        assertExpansion(
+            """
+            @Service(url: "https://my-endpoint.com")
+            protocol MyEndpoint {
+                @GET(url: "/posts")
+                func getAllPosts() async throws -> [Post]
+            }
+            """,
+            expandedSource: #"""
+            protocol MyEndpoint {
+                func getAllPosts() async throws -> [Post]
+            }
+
+            final class MyEndpointService: MyEndpoint, Trellis.TrellisService {
+                let _serviceCore: Trellis._ServiceCore
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                /// A service for https://my-endpoint.com (`@Service(url:)`) over the platform's default transport.
+                convenience init() {
+                    self.init(baseURL: Foundation.URL(string: "https://my-endpoint.com")!)
+                }
+
+                func getAllPosts() async throws -> [Post] {
+                    return try await self.getAllPosts(_queryItems: [])
+                }
+
+                func getAllPosts(queryItems: [Trellis.QueryItem]) async throws -> [Post] {
+                    return try await self.getAllPosts(_queryItems: queryItems)
+                }
+
+                func getAllPosts(_queryItems: [Trellis.QueryItem]) async throws -> [Post] {
+                    var __request = self._serviceCore.request(.get, path: "/posts", query: "", template: "/posts")
+                    __request.queryItems(_queryItems)
+                    return try await self._serviceCore.value(__request, as: [Post].self)
                 }
             }
             """#
@@ -130,6 +187,10 @@ struct ExpansionTests {
 
                 public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String]) async throws -> Response<Comment> {
                     return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, _queryItems: [])
+                }
+
+                public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
+                    return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, _queryItems: queryItems)
                 }
 
                 public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], _queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
@@ -196,6 +257,10 @@ struct ExpansionTests {
                     try await self.remove(name: name, _queryItems: [])
                 }
 
+                func remove(name: String, queryItems: [Trellis.QueryItem]) async throws {
+                    try await self.remove(name: name, _queryItems: queryItems)
+                }
+
                 func remove(name: String, _queryItems: [Trellis.QueryItem]) async throws {
                     var __request = try self._serviceCore.request(.delete, path: "/users/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name=me}")
                     __request.queryItems(_queryItems)
@@ -206,6 +271,10 @@ struct ExpansionTests {
                     return try await self.exists(name, _queryItems: [])
                 }
 
+                func exists(_ name: String, queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
+                    return try await self.exists(name, _queryItems: queryItems)
+                }
+
                 func exists(_ name: String, _queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
                     var __request = try self._serviceCore.request(.head, path: "/users/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name}")
                     __request.queryItems(_queryItems)
@@ -214,6 +283,10 @@ struct ExpansionTests {
 
                 func update(displayName: String, bio: String?) async throws {
                     try await self.update(displayName: displayName, bio: bio, _queryItems: [])
+                }
+
+                func update(displayName: String, bio: String?, queryItems: [Trellis.QueryItem]) async throws {
+                    try await self.update(displayName: displayName, bio: bio, _queryItems: queryItems)
                 }
 
                 func update(displayName: String, bio: String?, _queryItems: [Trellis.QueryItem]) async throws {
@@ -271,6 +344,10 @@ struct ExpansionTests {
                     return try await self.me(_queryItems: [])
                 }
 
+                func me(queryItems: [Trellis.QueryItem]) async throws -> User {
+                    return try await self.me(_queryItems: queryItems)
+                }
+
                 func me(_queryItems: [Trellis.QueryItem]) async throws -> User {
                     var __request = self._serviceCore.request(.get, path: "/me", query: "", template: "/me")
                     __request.queryItems(_queryItems)
@@ -325,6 +402,10 @@ struct ExpansionTests {
                     return try await self.fetch(name: name, _queryItems: [])
                 }
 
+                func fetch(name: String, queryItems: [Trellis.QueryItem]) async throws -> URL {
+                    return try await self.fetch(name: name, _queryItems: queryItems)
+                }
+
                 func fetch(name: String, _queryItems: [Trellis.QueryItem]) async throws -> URL {
                     var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
@@ -335,6 +416,10 @@ struct ExpansionTests {
                     return try await self.record(name: name, _queryItems: [])
                 }
 
+                func record(name: String, queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
+                    return try await self.record(name: name, _queryItems: queryItems)
+                }
+
                 func record(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
                     var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
@@ -343,6 +428,10 @@ struct ExpansionTests {
 
                 func task(name: String) async throws -> DownloadTask {
                     return try await self.task(name: name, _queryItems: [])
+                }
+
+                func task(name: String, queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
+                    return try await self.task(name: name, _queryItems: queryItems)
                 }
 
                 func task(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
@@ -396,6 +485,10 @@ struct ExpansionTests {
                     return try await self.chat(room: room, _queryItems: [])
                 }
 
+                func chat(room: String, queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
+                    return try await self.chat(room: room, _queryItems: queryItems)
+                }
+
                 func chat(room: String, _queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
                     var __request = try self._serviceCore.request(.get, path: "/chat/\(Trellis._RequestBuilder.pathSegment(room, name: "room"))", query: "", template: "/chat/{room}")
                     __request.queryItems(_queryItems)
@@ -407,6 +500,10 @@ struct ExpansionTests {
                     return try await self.quotes(_queryItems: [])
                 }
 
+                func quotes(queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
+                    return try await self.quotes(_queryItems: queryItems)
+                }
+
                 func quotes(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
                     var __request = self._serviceCore.request(.get, path: "/quotes", query: "", template: "/quotes")
                     __request.queryItems(_queryItems)
@@ -415,6 +512,10 @@ struct ExpansionTests {
 
                 func events() async throws -> EventStream<ServerSentEvent> {
                     return try await self.events(_queryItems: [])
+                }
+
+                func events(queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
+                    return try await self.events(_queryItems: queryItems)
                 }
 
                 func events(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
@@ -460,6 +561,10 @@ struct ExpansionTests {
 
                 func add() async throws {
                     try await self.add(_queryItems: [])
+                }
+
+                func add(queryItems: [Trellis.QueryItem]) async throws {
+                    try await self.add(_queryItems: queryItems)
                 }
 
                 func add(_queryItems: [Trellis.QueryItem]) async throws {
@@ -513,6 +618,14 @@ struct ExpansionTests {
                     return try await self.upload(image, _payloadDescription: _payloadDescription, _queryItems: [])
                 }
 
+                func upload(_ image: Data, payloadDescription: Trellis.PayloadDescription) async throws -> Data {
+                    return try await self.upload(image, _payloadDescription: payloadDescription, _queryItems: [])
+                }
+
+                func upload(_ image: Data, payloadDescription: Trellis.PayloadDescription?, queryItems: [Trellis.QueryItem]) async throws -> Data {
+                    return try await self.upload(image, _payloadDescription: payloadDescription, _queryItems: queryItems)
+                }
+
                 func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription?, _queryItems: [Trellis.QueryItem]) async throws -> Data {
                     var __request = self._serviceCore.request(.post, path: "/avatar", query: "", template: "/avatar")
                     try __request.fileUpload(image, parameter: "image", description: _payloadDescription)
@@ -560,6 +673,10 @@ struct ExpansionTests {
 
                 func call() async throws -> Data {
                     return try await self.call(_queryItems: [])
+                }
+
+                func call(queryItems: [Trellis.QueryItem]) async throws -> Data {
+                    return try await self.call(_queryItems: queryItems)
                 }
 
                 func call(_queryItems: [Trellis.QueryItem]) async throws -> Data {

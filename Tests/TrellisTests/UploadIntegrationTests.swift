@@ -153,6 +153,13 @@ struct UploadIntegrationTests {
             let guessed = try await service.uploadImage(image, _payloadDescription: PayloadDescription(name: "avatar", fileName: "me.png"))
             #expect(guessed.first?.contentType == "image/png")
 
+            // Snowdrop 0.1 spells it without the underscore.
+            let payload = PayloadDescription(name: "avatar", fileName: "filename.jpeg", mimeType: "image/jpeg")
+            let released = try await service.uploadImage(image, payloadDescription: payload)
+            #expect(released.first?.disposition == described.first?.disposition)
+            let withQuery = try await service.uploadImage(image, payloadDescription: payload, queryItems: [.init(name: "v", value: "2")])
+            #expect(withQuery.first?.contentType == "image/jpeg")
+
             let plain = try await service.uploadImage(image)
             #expect(plain.first?.disposition == "form-data; name=\"image\"; filename=\"image\"")
             #expect(plain.first?.contentType == "application/octet-stream")

@@ -3,8 +3,9 @@
 
 /// Generates a client for the protocol: `final class <Name>Service: <Name>, TrellisService`
 /// (`<Name>Impl` when the name already ends in `Service`), with `init(baseURL:)`,
-/// `init(client:)`, each function implemented, an overload of each function taking extra
-/// `_queryItems`, and overloads without the arguments that have a `{name=default}` in the path.
+/// `init(client:)`, each function implemented, overloads of each function taking extra
+/// `queryItems:` (or `_queryItems:`, Snowdrop's first spelling), and overloads without the
+/// arguments that have a `{name=default}` in the path.
 ///
 /// ```swift
 /// @Service
@@ -19,6 +20,23 @@
 @attached(peer, names: suffixed(Service), suffixed(Impl))
 @attached(extension, names: arbitrary)
 public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceMacro")
+
+/// ``Service()`` with a base URL, as Snowdrop 0.1 declares it: the generated class also gets
+/// an `init()` for that URL. The URL must be a string literal, an absolute `http` or `https`
+/// URL, which the macro checks when the service compiles.
+///
+/// ```swift
+/// @Service(url: "https://my-endpoint.com")
+/// protocol MyEndpoint {
+///     @GET(url: "/posts")
+///     func getAllPosts() async throws -> [Post]
+/// }
+///
+/// let service = MyEndpointService()
+/// ```
+@attached(peer, names: suffixed(Service), suffixed(Impl))
+@attached(extension, names: arbitrary)
+public macro Service(url: String) = #externalMacro(module: "TrellisMacros", type: "ServiceMacro")
 
 /// A `GET` endpoint. The path is relative to the client's base URL; `{name}` binds the
 /// parameter `name` as one percent-encoded path segment, `{name=value}` gives it a default, and
