@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOCore
 import Testing
 import Trellis
 
@@ -30,6 +31,27 @@ protocol Transfers {
     @POST("/multipart")
     @Body("form")
     func send(form: MultipartForm) async throws -> [ReceivedPart]
+
+    @POST("/multipart")
+    @FileUpload
+    @Body("image")
+    func uploadAvatar(_ image: JPEGImage) async throws -> [ReceivedPart]
+}
+
+/// Snowdrop uploads a `UIImage`; any type can give its bytes as an `UploadableFile`.
+struct JPEGImage: UploadableFile {
+    let jpeg: Data
+    var broken = false
+
+    struct NotEncodable: Error {}
+
+    func uploadData() throws -> Data {
+        if broken { throw NotEncodable() }
+        return jpeg
+    }
+
+    var uploadMIMEType: String? { "image/jpeg" }
+    var uploadFileName: String? { "photo.jpeg" }
 }
 
 @Suite("Uploads and multipart forms")
@@ -169,6 +191,28 @@ struct UploadIntegrationTests {
             form.addField("b", "2")
             let fields = try await service.send(form: form)
             #expect(fields.map(\.text) == ["1", "2"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aFileUploadTakesAnyUploadableFile(_ kind: TransportKind) async throws {
+        try await withTransferServer { url, _ in
+            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport))
+            let image = JPEGImage(jpeg: Data([0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3]))
+            let own = try await service.uploadAvatar(image)
+            #expect(own.first?.disposition == "form-data; name=\"image\"; filename=\"photo.jpeg\"")
+            #expect(own.first?.contentType == "image/jpeg")
+            #expect(own.first?.sha256 == Digest.hex(of: ByteBuffer(data: image.jpeg)))
+
+            let described = try await service.uploadAvatar(image, payloadDescription: PayloadDescription(name: "avatar", fileName: "me.jpg"))
+            #expect(described.first?.disposition == "form-data; name=\"avatar\"; filename=\"me.jpg\"")
+
+            let error = await #expect(throws: TrellisError.self) { try await service.uploadAvatar(JPEGImage(jpeg: Data(), broken: true)) }
+            guard case .invalidRequest(let problem) = error else {
+                Issue.record("expected invalidRequest, got \(String(describing: error))")
+                return
+            }
+            #expect(problem.reason.contains("'image'"))
         }
     }
 

@@ -204,6 +204,25 @@ public struct _RequestBuilder {
         body = form.makeBody()
     }
 
+    /// Sends `file`'s bytes as the one file of a `multipart/form-data` form (`@FileUpload` of an
+    /// ``UploadableFile``).
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the parameter when the file cannot
+    ///   give its bytes.
+    public mutating func fileUpload<File: UploadableFile>(_ file: File?, parameter: String, description: PayloadDescription?) throws {
+        guard let file else { return }
+        let data: Data
+        do {
+            data = try file.uploadData()
+        } catch {
+            throw TrellisError.invalidRequest(InvalidRequest(.body, "the file of '\(parameter)' could not give its bytes: \(error)"))
+        }
+        let fileName = description?.fileName ?? file.uploadFileName ?? parameter
+        var form = MultipartForm()
+        form.addData(description?.name ?? parameter, data, fileName: fileName, mimeType: description?.mimeType ?? file.uploadMIMEType)
+        body = form.makeBody()
+    }
+
     /// Sends the file at `file` as the one file of a `multipart/form-data` form
     /// (`@FileUpload`), streamed from disk.
     ///
