@@ -1,4 +1,7 @@
 import Foundation
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOCore
 import Testing
 import Trellis
 
@@ -57,6 +60,90 @@ struct SnowdropCompatibilityTests {
             #expect(echo.query == "author=John%20Smith")
             let firstSpelling = try await service.getPost(id: 7, _queryItems: [.init(name: "author", value: authorName)])
             #expect(firstSpelling.query == echo.query)
+        }
+    }
+}
+
+/// Snowdrop's settings that take effect on every call, and its rarer methods.
+@Service
+protocol SnowdropSettings {
+    @GET(url: "/snow/protected")
+    @RequiresAccessToken
+    func protected() async throws -> SnakePost
+
+    @GET(url: "/snow/snake")
+    func snake() async throws -> SnakePost
+
+    @TRACE(url: "/snow/trace")
+    func trace() async throws -> String
+}
+
+struct SnakePost: Codable, Sendable, Equatable {
+    var postId: Int
+    var postTitle: String
+}
+
+@Suite("Snowdrop settings against the real server")
+struct SnowdropSettingsTests {
+    private static func install(_ router: Router<BasicRequestContext>) {
+        let snake = #"{"post_id": 3, "post_title": "Snow"}"#
+        router.get("snow/snake") { _, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: snake)))
+        }
+        // Refuses a stale token with 403, as some servers do, rather than 401.
+        router.get("snow/protected") { request, _ in
+            guard request.headers[.authorization] == "Bearer fresh" else { return Hummingbird.Response(status: .forbidden) }
+            return Hummingbird.Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: snake)))
+        }
+        router.on("snow/trace", method: .trace) { request, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: request.method.rawValue)))
+        }
+    }
+
+    /// Snowdrop: `Snowdrop.Config.defaultJSONDecoder = decoder`; Trellis: per client.
+    @Test(arguments: TransportKind.allCases)
+    func aCustomJSONDecoderDecodesEveryResponse(_ kind: TransportKind) async throws {
+        try await TestServer.with(Self.install) { url in
+            let decoder = JSONDecoder()
+            decoder.keyDecodingStrategy = .convertFromSnakeCase
+            let service = SnowdropSettingsService(client: Client(baseURL: url, transport: kind.transport) { $0.coding.decoder = decoder })
+            let post = try await service.snake()
+            #expect(post == SnakePost(postId: 3, postTitle: "Snow"))
+        }
+    }
+
+    /// Snowdrop: `Snowdrop.Config.accessTokenErrorCodes = [403]`.
+    @Test(arguments: TransportKind.allCases)
+    func accessTokenErrorCodesOtherThan401TriggerTheRefresh(_ kind: TransportKind) async throws {
+        try await TestServer.with(Self.install) { url in
+            let decoder = JSONDecoder()
+            decoder.keyDecodingStrategy = .convertFromSnakeCase
+            let storage = InMemoryAccessTokenStorage([AccessTokenRequirement.defaultLabel: AccessToken(accessToken: "stale")])
+            let client = Client(baseURL: url, transport: kind.transport) {
+                $0.coding.decoder = decoder
+                $0.accessTokens.storage = storage
+                $0.accessTokens.accessTokenErrorCodes = [403]
+            }
+            let service = SnowdropSettingsService(client: client)
+            let refreshes = NIOLockedValueBox(0)
+            service.onAuthRetry = { _ in
+                refreshes.withLockedValue { $0 += 1 }
+                return AccessToken(accessToken: "fresh")
+            }
+            let post = try await service.protected()
+            #expect(post.postId == 3)
+            #expect(refreshes.withLockedValue { $0 } == 1)
+            let stored = try await storage.fetch(for: AccessTokenRequirement.defaultLabel)
+            #expect(stored?.accessToken == "fresh")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func traceIsSentAsTrace(_ kind: TransportKind) async throws {
+        try await TestServer.with(Self.install) { url in
+            let service = SnowdropSettingsService(client: Client(baseURL: url, transport: kind.transport))
+            let method = try await service.trace()
+            #expect(method == "TRACE")
         }
     }
 }
