@@ -78,6 +78,19 @@ struct Endpoint {
         "WebSocket": ".get",
     ]
 
+    /// Whether `type` is a function type, however it is wrapped (`@escaping`, `@Sendable`,
+    /// parentheses, an optional).
+    static func isFunctionType(_ type: TypeSyntax) -> Bool {
+        if type.is(FunctionTypeSyntax.self) { return true }
+        if let attributed = type.as(AttributedTypeSyntax.self) { return isFunctionType(attributed.baseType) }
+        if let optional = type.as(OptionalTypeSyntax.self) { return isFunctionType(optional.wrappedType) }
+        if let implicit = type.as(ImplicitlyUnwrappedOptionalTypeSyntax.self) { return isFunctionType(implicit.wrappedType) }
+        if let tuple = type.as(TupleTypeSyntax.self), tuple.elements.count == 1, let only = tuple.elements.first {
+            return isFunctionType(only.type)
+        }
+        return false
+    }
+
     static func attributeName(_ attribute: AttributeSyntax) -> String {
         let text = attribute.attributeName.trimmedDescription
         return text.split(separator: ".").last.map(String.init) ?? text
@@ -154,8 +167,34 @@ struct Endpoint {
         for parameter in function.signature.parameterClause.parameters {
             let first = parameter.firstName.text
             let second = parameter.secondName?.text
-            if parameter.ellipsis != nil {
-                report(parameter, "variadic", "variadic parameter '\(second ?? first)' is not supported; use an array")
+            let shown = second ?? first
+            if let ellipsis = parameter.ellipsis {
+                // `tags: String...` becomes `tags: [String]`, which the query encodes the same way.
+                var fixed = parameter
+                fixed.ellipsis = nil
+                fixed.type = TypeSyntax(ArrayTypeSyntax(element: parameter.type.trimmed)).with(\.trailingTrivia, parameter.type.trailingTrivia)
+                report(
+                    ellipsis, "variadic",
+                    "variadic parameter '\(shown)' cannot be sent; declare it as an array",
+                    fixIts: [FixIt(message: TrellisFixIt("Declare '\(shown)' as [\(parameter.type.trimmedDescription)]"), changes: [.replace(oldNode: Syntax(parameter), newNode: Syntax(fixed))])]
+                )
+            }
+            if let attributed = parameter.type.as(AttributedTypeSyntax.self),
+                let inoutSpecifier = attributed.specifiers.first(where: { $0.as(SimpleTypeSpecifierSyntax.self)?.specifier.tokenKind == .keyword(.inout) })
+            {
+                var fixed = attributed
+                fixed.specifiers = attributed.specifiers.filter { $0.as(SimpleTypeSpecifierSyntax.self)?.specifier.tokenKind != .keyword(.inout) }
+                let replacement: TypeSyntax = fixed.specifiers.isEmpty && fixed.attributes.isEmpty ? fixed.baseType : TypeSyntax(fixed)
+                report(
+                    inoutSpecifier, "inoutParameter",
+                    "'\(shown)' cannot be 'inout': an endpoint sends its parameters and gives nothing back through them",
+                    fixIts: [FixIt(message: TrellisFixIt("Remove 'inout'"), changes: [.replace(oldNode: Syntax(parameter.type), newNode: Syntax(replacement))])]
+                )
+            } else if Self.isFunctionType(parameter.type) {
+                report(
+                    parameter.type, "closureParameter",
+                    "'\(shown)' is a closure, which cannot be sent in a request; pass a value instead"
+                )
             }
             parameters.append(
                 Parameter(label: first == "_" ? nil : first, name: second ?? first, type: parameter.type, syntax: parameter)

@@ -289,12 +289,16 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
 
     /// Keeps the class compiling when a function has an error, so the compiler shows that
     /// error alone rather than a cascade of conformance failures.
+    /// What stands in for a function the macro reported an error for: the requirement exactly
+    /// as declared, so that the one diagnostic at the declaration is the only error (a stub
+    /// with another signature would add "does not conform to protocol").
     private static func unavailableStub(for function: FunctionDeclSyntax, access: String) -> String {
-        """
-            \(access)\(signature(of: function)) {
-                fatalError("Trellis could not implement '\(function.name.text)'; see the error reported at its declaration")
-            }
-        """
+        let declared = function.with(\.attributes, []).with(\.modifiers, []).with(\.body, nil).trimmedDescription
+        return """
+                \(access)\(declared) {
+                    fatalError("Trellis could not implement '\(function.name.text)'; see the error reported at its declaration")
+                }
+            """
     }
 
     private static func isVoid(_ kind: Endpoint.ReturnKind) -> Bool {

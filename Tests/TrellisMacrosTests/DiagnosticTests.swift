@@ -342,7 +342,20 @@ struct DiagnosticTests {
                 func posts(tags: String...) async throws -> [Post]
             }
             """,
-            [DiagnosticSpec(message: "variadic parameter 'tags' is not supported; use an array", line: 4, column: 16)]
+            [
+                DiagnosticSpec(
+                    message: "variadic parameter 'tags' cannot be sent; declare it as an array",
+                    line: 4, column: 28,
+                    fixIts: [FixItSpec(message: "Declare 'tags' as [String]")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @GET("/posts")
+                    func posts(tags: [String]) async throws -> [Post]
+                }
+                """
         )
     }
 
@@ -419,6 +432,95 @@ struct DiagnosticTests {
             }
             """,
             [DiagnosticSpec(message: "@TokenLabel needs a non-empty label; remove it to use the default \"TrellisToken\"", line: 2, column: 13)]
+        )
+    }
+
+    @Test func anInoutParameterIsOneDiagnosticWithAFixIt() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts/{id}")
+                func post(id: inout Int) async throws -> Post
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "'id' cannot be 'inout': an endpoint sends its parameters and gives nothing back through them",
+                    line: 4, column: 19,
+                    fixIts: [FixItSpec(message: "Remove 'inout'")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @GET("/posts/{id}")
+                    func post(id: Int) async throws -> Post
+                }
+                """
+        )
+    }
+
+    @Test func aClosureParameterIsOneDiagnostic() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts")
+                func posts(onPage: @escaping @Sendable (Int) -> Void) async throws -> [Post]
+            }
+            """,
+            [DiagnosticSpec(message: "'onPage' is a closure, which cannot be sent in a request; pass a value instead", line: 4, column: 24)]
+        )
+    }
+
+    /// A function the macro cannot implement gets a stub with the signature as declared, so the
+    /// diagnostic at the declaration is the only error: a stub declared `async throws` would
+    /// not satisfy a requirement that is not, and add "does not conform to protocol".
+    @Test func theStubOfAFunctionThatIsNotAsyncKeepsItsSignature() {
+        assertMacroExpansion(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts")
+                func posts() -> [Post]
+            }
+            """,
+            expandedSource: """
+            protocol Blog {
+                func posts() -> [Post]
+            }
+
+            final class BlogService: Blog, Trellis.TrellisService {
+                let _serviceCore: Trellis._ServiceCore
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func posts() -> [Post] {
+                    fatalError("Trellis could not implement 'posts'; see the error reported at its declaration")
+                }
+            }
+            """,
+            diagnostics: [
+                DiagnosticSpec(
+                    message: "'posts' must be declared 'async throws': it sends a request over the network",
+                    line: 4, column: 15,
+                    fixIts: [FixItSpec(message: "Declare 'posts' as 'async throws'")]
+                )
+            ],
+            macroSpecs: trellisMacros,
+            failureHandler: { Issue.record(Comment(rawValue: $0.message)) }
         )
     }
 
