@@ -96,7 +96,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
     // MARK: Generation
 
     /// The URL of `@Service(url: "https://…")`, checked here so that the generated `init()`
-    /// cannot fail at run time: an absolute http or https URL with a host.
+    /// cannot fail at run time: an absolute http, https, ws or wss URL with a host.
     private static func baseURL(of node: AttributeSyntax, diagnose: (Diagnostic) -> Void) -> String? {
         guard let argument = node.arguments?.as(LabeledExprListSyntax.self)?.first(where: { $0.label?.text == "url" }) else {
             return nil
@@ -111,12 +111,12 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             return nil
         }
         let text = segment.content.text
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https", "ws", "wss"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {
             diagnose(Diagnostic(
                 node: Syntax(literal),
-                message: TrellisDiagnostic("serviceURLInvalid", "'\(text)' is not an absolute http or https URL with a host")
+                message: TrellisDiagnostic("serviceURLInvalid", "'\(text)' is not an absolute http, https, ws or wss URL with a host")
             ))
             return nil
         }

@@ -60,7 +60,7 @@ struct DiagnosticTests {
                 func posts() async throws -> [Post]
             }
             """,
-            [DiagnosticSpec(message: "'my-endpoint.com/api' is not an absolute http or https URL with a host", line: 1, column: 15)]
+            [DiagnosticSpec(message: "'my-endpoint.com/api' is not an absolute http, https, ws or wss URL with a host", line: 1, column: 15)]
         )
         assertDiagnostics(
             """

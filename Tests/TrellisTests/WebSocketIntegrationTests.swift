@@ -305,6 +305,28 @@ struct WebSocketIntegrationTests {
         }
     }
 
+    /// A service of WebSockets can take the server's ws:// URL as its base, as
+    /// `client.webSocket(for:)` takes one.
+    @Test func aServiceOfWebSocketsTakesAWebSocketBaseURL() async throws {
+        let routes: (Router<BasicWebSocketRequestContext>) -> Void = { router in
+            router.ws("rooms/:room") { _, outbound, context in
+                try await outbound.write(.text(context.request.uri.path))
+                try await outbound.write(.text(context.request.headers[.authorization] ?? "none"))
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+        }
+        try await WebSocketTestServer.with(routes) { url in
+            #expect(url.scheme == "ws")
+            let storage = InMemoryAccessTokenStorage([AccessTokenRequirement.defaultLabel: AccessToken(accessToken: "secret")])
+            let rooms = RoomsService(client: Client(baseURL: url) { $0.accessTokens = AccessTokenSettings(storage: storage) })
+            let socket = try await rooms.join(room: "lobby")
+            var received: [Trellis.WebSocketMessage] = []
+            for try await message in socket.messages { received.append(message) }
+            // The token goes to the service's own origin, which ws:// names as http:// does.
+            #expect(received == [.text("/rooms/lobby"), .text("Bearer secret")])
+        }
+    }
+
     @Test func wssWithAPinnedCertificate() async throws {
         let certificates = try TestCertificates()
         let stranger = try TestCertificates()

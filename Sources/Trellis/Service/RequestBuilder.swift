@@ -344,7 +344,9 @@ struct BaseURL: Sendable {
 
     static func parse(_ url: URL) -> Result<BaseURL, TrellisError> {
         do {
-            let target = try RequestTarget(url)
+            // A service whose endpoints are WebSockets may name its server ws:// or wss://; its
+            // requests (the upgrades among them) go to the matching http:// or https:// origin.
+            let target = try RequestTarget(url, acceptingWebSocketSchemes: true)
             if url.query(percentEncoded: true) != nil || url.fragment != nil {
                 return .failure(.invalidRequest(.init(.url, "the base URL \"\(url.absoluteString)\" has a query or fragment")))
             }

@@ -22,8 +22,9 @@
 public macro Service() = #externalMacro(module: "TrellisMacros", type: "ServiceMacro")
 
 /// ``Service()`` with a base URL, as Snowdrop 0.1 declares it: the generated class also gets
-/// an `init()` for that URL. The URL must be a string literal, an absolute `http` or `https`
-/// URL, which the macro checks when the service compiles.
+/// an `init()` for that URL. The URL must be a string literal, an absolute `http`, `https`,
+/// `ws` or `wss` URL, which the macro checks when the service compiles (a service of WebSockets
+/// may name its server's `ws://` URL).
 ///
 /// ```swift
 /// @Service(url: "https://my-endpoint.com")
