@@ -33,6 +33,12 @@ struct PinningIntegrationTests {
         try PinnedCertificate(der: certificate.toDERBytes())
     }
 
+    /// The certificate as a `.pem` file holds it.
+    private func pemData(_ certificate: NIOSSLCertificate) throws -> Data {
+        let base64 = Data(try certificate.toDERBytes()).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+        return Data("-----BEGIN CERTIFICATE-----\n\(base64)\n-----END CERTIFICATE-----\n".utf8)
+    }
+
     private func keyPin(_ certificate: NIOSSLCertificate) throws -> PublicKeyPin {
         try pinned(certificate).publicKeyPin
     }
@@ -71,6 +77,32 @@ struct PinningIntegrationTests {
         }
         #expect(hits.count.withLockedValue { $0 } == 2)
         try await transport.shutdown()
+    }
+
+    /// Certificates as an app bundles them, `Data` in PEM or DER, pinned in one call.
+    @Test func certificatesGivenAsPEMOrDERDataArePinnedInOneCall() async throws {
+        let certificates = try TestCertificates()
+        let der = Data(try certificates.leaf.toDERBytes())
+        let pem = try pemData(certificates.leaf)
+        let keyPin = try keyPin(certificates.leaf).description
+        for pinning in [
+            try CertificatePinning("localhost", certificates: [der]),
+            try CertificatePinning("localhost", certificates: [pem]),
+            try CertificatePinning("localhost", publicKeys: [keyPin]),
+        ] {
+            let transport = AsyncHTTPClientTransport(configuration: trusting(certificates), pinning: pinning)
+            try await TLSTestServer.with(certificates, Hits().install) { url in
+                try await fetch(url, transport, expecting: "pinned")
+            }
+            try await transport.shutdown()
+        }
+        let stranger = try TestCertificates()
+        let refusing = AsyncHTTPClientTransport(pinning: try CertificatePinning("localhost", certificates: [pemData(stranger.leaf)]))
+        try await TLSTestServer.with(certificates, Hits().install) { url in
+            await expectPinningFailure({ try await fetch(url, refusing) }, mentioning: "certificate")
+        }
+        try await refusing.shutdown()
+        #expect(throws: InvalidPin.self) { try CertificatePinning("localhost", certificates: [Data("not a certificate".utf8)]) }
     }
 
     @Test func aPinnedCACertificateIsTheOnlyAnchor() async throws {

@@ -36,6 +36,23 @@ public struct CertificatePinning: Sendable, Hashable {
         self.excludedHosts = excludedHosts.map(HostPattern.canonical)
     }
 
+    /// Pins one host pattern, in one call: the certificates (each PEM or DER, as bundled with an
+    /// app) and the public-key pins (`sha256/…` or bare base64) its server must present.
+    ///
+    /// ```swift
+    /// let pinning = try CertificatePinning("api.example.com", certificates: [bundledCertificateData])
+    /// ```
+    ///
+    /// - Throws: ``InvalidPin`` naming what is malformed.
+    public init(_ pattern: String, certificates: [Data] = [], publicKeys: [String] = [], excluding excludedHosts: [String] = []) throws {
+        let host = try PinnedHost(
+            pattern,
+            certificates: try certificates.map { try PinnedCertificate($0) },
+            publicKeys: try publicKeys.map { try PublicKeyPin($0) }
+        )
+        try self.init([host], excluding: excludedHosts)
+    }
+
     /// The pins that apply to `host`, or `nil` when it is left to system trust.
     public func pins(for host: String) -> PinnedHost? {
         index(for: host).map { hosts[$0] }
@@ -184,13 +201,19 @@ public struct PinnedCertificate: Sendable, Hashable {
 
     /// The certificate in a file, PEM or DER (`.pem`, `.crt`, `.cer`, `.der`).
     public init(contentsOf file: URL) throws {
-        let bytes: [UInt8]
+        let data: Data
         do {
-            bytes = Array(try Data(contentsOf: file))
+            data = try Data(contentsOf: file)
         } catch {
             throw InvalidPin("\(file.path) could not be read: \(error.localizedDescription)")
         }
-        if bytes.starts(with: Array("-----BEGIN".utf8)) || String(decoding: bytes.prefix(200), as: UTF8.self).contains("-----BEGIN") {
+        try self.init(data)
+    }
+
+    /// The certificate in `data`, PEM or DER, whichever it is.
+    public init(_ data: Data) throws {
+        let bytes = Array(data)
+        if String(decoding: bytes.prefix(200), as: UTF8.self).contains("-----BEGIN") {
             try self.init(pem: String(decoding: bytes, as: UTF8.self))
         } else {
             try self.init(der: bytes)
