@@ -216,6 +216,38 @@ public final class Client: Sendable {
         return buffered.withBody(try decodeBody(buffered, as: Value.self))
     }
 
+    /// Sends a request and makes a ``Parsable`` value of the body with its `parseData(_:)`.
+    public func value<Value: Parsable>(for request: Request, as type: Value.Type = Value.self) async throws -> Value {
+        try await response(for: request, as: type).body
+    }
+
+    /// A type that is both ``Parsable`` and `Decodable` is made by `parseData(_:)`: adopting
+    /// `Parsable` asks for it.
+    public func value<Value: Decodable & Parsable>(for request: Request, as type: Value.Type = Value.self) async throws -> Value {
+        try await response(for: request, as: type).body
+    }
+
+    /// Sends a request and returns the status and headers with the body made by the type's
+    /// `parseData(_:)`.
+    public func response<Value: Parsable>(for request: Request, as type: Value.Type = Value.self) async throws -> Response<Value> {
+        try await parsed(request, as: type)
+    }
+
+    /// A type that is both ``Parsable`` and `Decodable` is made by `parseData(_:)`.
+    public func response<Value: Decodable & Parsable>(for request: Request, as type: Value.Type = Value.self) async throws -> Response<Value> {
+        try await parsed(request, as: type)
+    }
+
+    private func parsed<Value: Parsable>(_ request: Request, as type: Value.Type) async throws -> Response<Value> {
+        let buffered = try await buffered(request, accepting: [])
+        let data = Data(buffer: buffered.body, byteTransferStrategy: .noCopy)
+        do {
+            return buffered.withBody(try Value.parseData(data))
+        } catch {
+            throw TrellisError.decodingFailed(DecodingFailure(type: Value.self, error: error, status: buffered.status, body: data))
+        }
+    }
+
     /// Sends a request and returns its status and headers; the body, if any, is read and
     /// dropped.
     public func response(for request: Request) async throws -> Response<Void> {

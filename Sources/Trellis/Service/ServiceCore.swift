@@ -99,6 +99,26 @@ public final class _ServiceCore: Sendable {
         return response
     }
 
+    /// Sends the request and makes the value with the type's `parseData(_:)`.
+    public func value<Value: Parsable>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Value {
+        try await serviceClient.value(for: makeRequest(builder), as: type)
+    }
+
+    /// A type both ``Parsable`` and `Decodable` is made by `parseData(_:)`.
+    public func value<Value: Decodable & Parsable>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Value {
+        try await serviceClient.value(for: makeRequest(builder), as: type)
+    }
+
+    /// Sends the request and returns status, headers and the value `parseData(_:)` made.
+    public func response<Value: Parsable>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
+        try await serviceClient.response(for: makeRequest(builder), as: type)
+    }
+
+    /// A type both ``Parsable`` and `Decodable` is made by `parseData(_:)`.
+    public func response<Value: Decodable & Parsable>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
+        try await serviceClient.response(for: makeRequest(builder), as: type)
+    }
+
     /// Sends the request and returns status and headers.
     public func response(_ builder: _RequestBuilder) async throws -> Response<Void> {
         try await serviceClient.response(for: makeRequest(builder))

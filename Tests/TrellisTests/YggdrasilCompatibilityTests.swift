@@ -1,0 +1,103 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import Testing
+import Trellis
+
+// Yggdrasil's README, as close as Trellis allows (the migration table in the README gives the
+// mapping for what is spelled differently).
+
+// httpbin.org/uuid response: { "uuid": "0a4f1b83-8781-4258-8d72-635edbfa79b5" }
+struct HttpBinUUID: Decodable {
+    let uuid: String
+}
+
+// Make parsable
+extension HttpBinUUID: Parsable {}
+
+/// Yggdrasil parses an image with `UIImage(data:)`; Linux has no UIImage, so this "image" is a
+/// PPM header, parsed by its own function the same way.
+struct Image: Parsable {
+    enum MyErrors: Error { case imageConversionFailed }
+
+    let width: Int
+    let height: Int
+
+    static func parseData(_ data: Data) throws -> Image {
+        let words = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard words.count >= 3, words[0] == "P6", let width = Int(words[1]), let height = Int(words[2]) else {
+            throw MyErrors.imageConversionFailed
+        }
+        return Image(width: width, height: height)
+    }
+}
+
+/// Decodable, yet made by its own `parseData(_:)`: adopting `Parsable` asks for it.
+struct Shouting: Decodable, Parsable {
+    let text: String
+
+    static func parseData(_ data: Data) throws -> Shouting {
+        Shouting(text: String(decoding: data, as: UTF8.self).uppercased())
+    }
+}
+
+@Service
+protocol HttpBin {
+    @GET("/uuid")
+    func uuid() async throws -> HttpBinUUID
+
+    @GET("/image")
+    func image() async throws -> Image
+
+    @GET("/broken-image")
+    func brokenImage() async throws -> Image
+
+    @GET("/text")
+    func shouting() async throws -> Shouting
+}
+
+@Suite("Yggdrasil's examples")
+struct YggdrasilCompatibilityTests {
+    private static func install(_ router: Router<BasicRequestContext>) {
+        router.get("uuid") { _, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{ "uuid": "0a4f1b83-8781-4258-8d72-635edbfa79b5" }"#)))
+        }
+        router.get("image") { _, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "image/x-portable-pixmap"], body: .init(byteBuffer: ByteBuffer(string: "P6 2048 1024 255\n")))
+        }
+        router.get("broken-image") { _, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "image/png"], body: .init(byteBuffer: ByteBuffer(string: "not an image")))
+        }
+        router.get("text") { _, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "quiet")))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func parsableTypesAreMadeByTheirOwnFunction(_ kind: TransportKind) async throws {
+        try await TestServer.with(Self.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let httpBin = HttpBinService(client: client)
+
+            let uuid = try await httpBin.uuid()
+            #expect(uuid.uuid == "0a4f1b83-8781-4258-8d72-635edbfa79b5")
+            let image = try await httpBin.image()
+            #expect(image.width == 2048 && image.height == 1024)
+            let shouting = try await httpBin.shouting()
+            #expect(shouting.text == "QUIET")
+
+            // Without a service, as Yggdrasil's tasks do.
+            let direct = try await client.value(for: Trellis.Request(method: .get, url: url.appending(path: "image")), as: Image.self)
+            #expect(direct.width == 2048)
+
+            let error = await #expect(throws: TrellisError.self) { try await httpBin.brokenImage() }
+            guard case .decodingFailed(let failure) = error else {
+                Issue.record("expected decodingFailed, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.bodyExcerpt == "not an image")
+            #expect(failure.type.hasSuffix("Image"))
+            #expect(failure.reason.contains("imageConversionFailed"))
+        }
+    }
+}
