@@ -101,3 +101,97 @@ struct YggdrasilCompatibilityTests {
         }
     }
 }
+
+// An enum adopting the EndpointType protocol defining two API endpoints. Yggdrasil's names a
+// fixed host; this one takes the test server's.
+enum BaconIpsumEndpoints: EndpointType {
+    case meatAndFiller(server: String)
+    case allMeat(server: String)
+
+    var baseUrl: String {
+        switch self {
+        case .meatAndFiller(let server), .allMeat(let server): return server
+        }
+    }
+
+    var path: String {
+        switch self {
+        case .meatAndFiller:
+            return "/echo/api"
+        case .allMeat:
+            return "/echo/api/"
+        }
+    }
+
+    var parameters: [String: Any] {
+        switch self {
+        case .meatAndFiller:
+            return ["type": "meat-and-filler"]
+        case .allMeat:
+            return ["type": "all-meat", "paras": "2", "start-with-lorem": "1"]
+        }
+    }
+}
+
+@Suite("Yggdrasil's endpoint values")
+struct YggdrasilEndpointTests {
+    @Test(arguments: TransportKind.allCases)
+    func anEnumOfEndpointsIsSentThroughTheClient(_ kind: TransportKind) async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let server = url.absoluteString
+
+            let meat = try await client.value(for: BaconIpsumEndpoints.meatAndFiller(server: server), as: Echo.self)
+            #expect(meat.method == "GET")
+            #expect(meat.path == "/echo/api")
+            #expect(meat.query == "type=meat-and-filler")
+
+            let all = try await client.value(for: BaconIpsumEndpoints.allMeat(server: server), as: Echo.self)
+            #expect(all.path == "/echo/api/")
+            #expect(all.query == "paras=2&start-with-lorem=1&type=all-meat")
+
+            // Defines an endpoint with parameters; a POST sends them as a form.
+            let endpoint = NetworkEndpoint(
+                baseUrl: server,
+                path: "/echo/form",
+                method: .post,
+                parameters: ["type": "meat & filler", "tags": ["a", "b"]],
+                headers: ["X-Trace": "t1"]
+            )
+            let posted = try await client.value(for: endpoint, as: Echo.self)
+            #expect(posted.method == "POST")
+            #expect(posted.body == "tags=a&tags=b&type=meat+%26+filler")
+            #expect(posted.header("Content-Type") == "application/x-www-form-urlencoded")
+            #expect(posted.header("X-Trace") == "t1")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEndpointValueGoesThroughThePipelineLikeAnyCall(_ kind: TransportKind) async throws {
+        let flaky = FlakyRoutes()
+        try await TestServer.with({ router in
+            TestRoutes.install(router)
+            flaky.install(router)
+        }) { url in
+            let sleeper = RecordingSleeper()
+            // The client retries nothing; the request's retryCount does, with the client's waits.
+            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy(maximumRetries: 0) }
+            let request = try Trellis.Request(
+                url: url.absoluteString + "/flaky/ygg-\(kind)?status=503&failures=2",
+                ignoreLocalCache: true,
+                retryCount: 2
+            )
+            let attempt = try await client.value(for: request, as: Attempt.self)
+            #expect(attempt.attempt == 3)
+            #expect(sleeper.recorded.count == 2)
+
+            // An endpoint whose base URL is not one fails before anything is sent.
+            let broken = Endpoint(baseUrl: "baconipsum.com", path: "/api")
+            let error = await #expect(throws: TrellisError.self) { try await client.perform(broken) }
+            guard case .invalidRequest = error else {
+                Issue.record("expected invalidRequest, got \(String(describing: error))")
+                return
+            }
+        }
+    }
+}

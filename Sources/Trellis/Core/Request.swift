@@ -26,6 +26,13 @@ public struct Request: Sendable {
         get { checks?.retryPolicy }
         set { updateChecks { $0.retryPolicy = newValue } }
     }
+    /// How many times this request may be sent again, replacing the count of the retry policy
+    /// that applies (the request's own, else the client's) and keeping its waits and statuses;
+    /// `nil` keeps the policy's count.
+    public var maximumRetries: Int? {
+        get { checks?.maximumRetries }
+        set { updateChecks { $0.maximumRetries = newValue.map { max(0, $0) } } }
+    }
     /// The statuses a buffered call accepts; `nil` uses the client's
     /// ``Client/acceptedStatuses`` (2xx).
     public var acceptedStatuses: Set<Int>? {
@@ -51,6 +58,7 @@ public struct Request: Sendable {
 
     private final class Checks: Sendable {
         let retryPolicy: RetryPolicy?
+        let maximumRetries: Int?
         let acceptedStatuses: Set<Int>?
         let preconditions: [Precondition]
         let validations: [ResponseValidation]
@@ -58,6 +66,7 @@ public struct Request: Sendable {
 
         init(_ values: MutableChecks) {
             self.retryPolicy = values.retryPolicy
+            self.maximumRetries = values.maximumRetries
             self.acceptedStatuses = values.acceptedStatuses
             self.preconditions = values.preconditions
             self.validations = values.validations
@@ -67,6 +76,7 @@ public struct Request: Sendable {
 
     private struct MutableChecks {
         var retryPolicy: RetryPolicy?
+        var maximumRetries: Int?
         var acceptedStatuses: Set<Int>?
         var preconditions: [Precondition] = []
         var validations: [ResponseValidation] = []
@@ -76,6 +86,7 @@ public struct Request: Sendable {
     private mutating func updateChecks(_ change: (inout MutableChecks) -> Void) {
         var values = MutableChecks(
             retryPolicy: checks?.retryPolicy,
+            maximumRetries: checks?.maximumRetries,
             acceptedStatuses: checks?.acceptedStatuses,
             preconditions: checks?.preconditions ?? [],
             validations: checks?.validations ?? [],

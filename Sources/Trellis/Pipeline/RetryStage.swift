@@ -23,7 +23,8 @@ struct RetryStage: Middleware {
         var request = request
         let limit = request.timeout ?? timeout
         request.timeout = limit
-        let policy = request.retryPolicy ?? self.policy
+        var policy = request.retryPolicy ?? self.policy
+        if let maximumRetries = request.maximumRetries { policy.maximumRetries = maximumRetries }
         let retries = policy.allowsRetrying(request)
         if !retries, !Self.mayReplay(request) {
             // Nothing to retry and nothing to replay: one attempt, as it comes.
