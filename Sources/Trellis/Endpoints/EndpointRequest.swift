@@ -8,10 +8,21 @@ extension Request {
     /// - Throws: ``TrellisError/invalidRequest(_:)`` when the base URL is not an absolute
     ///   `http` or `https` URL, or a header is invalid.
     public init(endpoint: some EndpointType) throws {
-        let base = endpoint.baseUrl.hasSuffix("/") ? String(endpoint.baseUrl.dropLast()) : endpoint.baseUrl
-        let path = endpoint.path.isEmpty || endpoint.path.hasPrefix("/") ? endpoint.path : "/" + endpoint.path
-        let pairs = Self.parameterPairs(endpoint.parameters)
-        let inQuery = [.get, .head, .delete].contains(endpoint.method)
+        try self.init(
+            baseURL: endpoint.baseUrl,
+            path: endpoint.path,
+            method: endpoint.method,
+            parameters: endpoint.parameters,
+            headers: endpoint.headers
+        )
+    }
+
+    /// What an endpoint value (Yggdrasil's, wheel's) describes, built one way for both.
+    init(baseURL: String, path: String, method: HTTPRequest.Method, parameters: [String: Any], headers: [String: String]) throws {
+        let base = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        let path = path.isEmpty || path.hasPrefix("/") ? path : "/" + path
+        let pairs = Self.parameterPairs(parameters)
+        let inQuery = [.get, .head, .delete].contains(method)
         var text = base + path
         if inQuery, !pairs.isEmpty {
             let query = pairs.map { PercentEncoding.queryComponent($0.name) + "=" + PercentEncoding.queryComponent($0.value) }
@@ -25,8 +36,8 @@ extension Request {
             let form = pairs.map { PercentEncoding.formComponent($0.name) + "=" + PercentEncoding.formComponent($0.value) }
             body = RequestBody(form.joined(separator: "&"), contentType: "application/x-www-form-urlencoded")
         }
-        try self.init(method: endpoint.method, url: url, body: body)
-        for (name, value) in endpoint.headers.sorted(by: { $0.key < $1.key }) {
+        try self.init(method: method, url: url, body: body)
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
             try setHeader(name, value)
         }
     }
