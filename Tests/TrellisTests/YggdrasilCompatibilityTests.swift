@@ -195,3 +195,69 @@ struct YggdrasilEndpointTests {
         }
     }
 }
+
+@Suite("Yggdrasil's tasks")
+struct YggdrasilTaskTests {
+    private static func install(_ router: Router<BasicRequestContext>) {
+        TestRoutes.install(router)
+        router.get("image") { _, _ in
+            Hummingbird.Response(status: .ok, headers: [.contentType: "image/x-portable-pixmap"], body: .init(byteBuffer: ByteBuffer(string: "P6 1024 1024 255\n")))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func quickStartAndExecutionTasksRun(_ kind: TransportKind) async throws {
+        try await TestServer.with(Self.install) { url in
+            // Yggdrasil's tasks use a default client: the shared one, unless one is given.
+            let client = kind == .asyncHTTPClient ? Client.shared : Client(baseURL: url, transport: kind.transport)
+            let server = url.absoluteString
+
+            let imageDownloadTask = DownloadTask(url: server + "/image", client: client)
+            let file = try await imageDownloadTask.value
+            #expect(try Data(contentsOf: file.url) == Data("P6 1024 1024 255\n".utf8))
+            try? FileManager.default.removeItem(at: file.url)
+
+            // Data task which returns the downloaded data as Swift data structure
+            let imageData = try await DataTask<Data>(url: server + "/image", client: client).value
+            #expect(imageData.count == 17)
+
+            // Upload task which does a POST request to the given URL; the response is a JSON dictionary
+            let uploadTask = UploadTask<JSONDictionary>(url: server + "/echo/body", dataToUpload: .data(imageData), client: client)
+            let jsonUpload = try await uploadTask.value
+            #expect(jsonUpload["method"] == .string("POST"))
+            #expect(jsonUpload["body"] == .string("P6 1024 1024 255\n"))
+
+            let imageEndPoint = Endpoint(baseUrl: server, path: "/image")
+            let image = try await DataTask<Data>(endpoint: imageEndPoint, client: client).value
+            #expect(try Image.parseData(image).width == 1024)
+
+            // Download task with custom file URL
+            let downloadDestinationURL = FileManager.default.temporaryDirectory
+                .appendingPathComponent("MyImage-\(UUID().uuidString)")
+                .appendingPathExtension("jpeg")
+            let saved = try await DownloadTask(url: server + "/image", downloadDestination: downloadDestinationURL, client: client).value
+            #expect(saved.url.standardizedFileURL == downloadDestinationURL.standardizedFileURL)
+            try? FileManager.default.removeItem(at: downloadDestinationURL)
+
+            let multipartEndpoint = Endpoint(baseUrl: server, path: "/echo/body", method: .post)
+            let multipartRequest = MultipartFormDataRequest(endpoint: multipartEndpoint, data: imageData, mimeType: "jpeg", dataName: "MyImage")
+            let multipartUploadTask = MultipartFormDataUploadTask<Echo>(request: multipartRequest, client: client)
+            let echoed = try await multipartUploadTask.value
+            #expect(echoed.body.contains("name=\"MyImage\""))
+            #expect(echoed.body.contains("Content-Type: image/jpeg"))
+
+            // A dictionary of tasks runs with awaitAll, the values under the same keys.
+            let tasks = ["a": DataTask<Data>(url: server + "/image", client: client), "b": DataTask<Data>(url: server + "/text", client: client)]
+            let results = try await tasks.awaitAll()
+            #expect(results["a"]?.count == 17)
+            #expect(results["b"].map { String(decoding: $0, as: UTF8.self) } == "héllo, world")
+        }
+    }
+
+    @Test func aTaskForAMalformedURLFailsWhenAwaited() async throws {
+        let task = DataTask<Data>(url: "not a url")
+        await #expect(throws: TrellisError.self) { try await task.value }
+        // The shared client has no base URL of use: a relative URL is refused.
+        await #expect(throws: TrellisError.self) { try await DataTask<Data>(url: "/relative").value }
+    }
+}
