@@ -196,6 +196,25 @@ struct YggdrasilEndpointTests {
     }
 }
 
+extension YggdrasilEndpointTests {
+    /// An endpoint value is cancelled as a service's call is: the task's cancellation closes
+    /// the connection and the call throws `CancellationError`.
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    func cancellingAnEndpointCallClosesTheConnection(_ kind: TransportKind) async throws {
+        let silent = try await SilentServer()
+        let client = Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) }
+        let endpoint = Endpoint(baseUrl: silent.url.absoluteString, path: "/text")
+        let call = Task { try await client.value(for: endpoint, as: String.self) }
+        var events = silent.events.makeAsyncIterator()
+        #expect(await events.next() == .requestReceived)
+        call.cancel()
+        let result = await call.result
+        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(await events.next() == .connectionClosed)
+        try await silent.stop()
+    }
+}
+
 @Suite("Yggdrasil's tasks")
 struct YggdrasilTaskTests {
     private static func install(_ router: Router<BasicRequestContext>) {
