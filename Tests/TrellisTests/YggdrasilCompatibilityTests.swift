@@ -196,7 +196,54 @@ struct YggdrasilEndpointTests {
     }
 }
 
+// Network request using the defined BaconIpsumEndpoints.
+struct LoremRequest: RequestType {
+    let endpoint: EndpointType
+    let retryCount = 3
+    let ignoreLocalCache = true
+
+    var preconditions: [Precondition] = []
+    var responseValidations: [ResponseValidation] = []
+}
+
 extension YggdrasilEndpointTests {
+    @Test(arguments: TransportKind.allCases)
+    func aRequestValueAddsRetriesAndChecksToItsEndpoint(_ kind: TransportKind) async throws {
+        let flaky = FlakyRoutes()
+        try await TestServer.with({ router in
+            TestRoutes.install(router)
+            flaky.install(router)
+        }) { url in
+            let sleeper = RecordingSleeper()
+            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy(maximumRetries: 0) }
+            let server = url.absoluteString
+
+            var loremRequest = LoremRequest(endpoint: BaconIpsumEndpoints.meatAndFiller(server: server))
+            // Adding a response validation check
+            loremRequest.responseValidations.append(ResponseValidation("the status is below 300") { response, _ in
+                guard response.status.code < 300 else { throw URLError(.badServerResponse) }
+            })
+            let echo = try await client.value(for: loremRequest, as: Echo.self)
+            #expect(echo.query == "type=meat-and-filler")
+
+            // Three retries after the first attempt: a flaky endpoint failing twice succeeds.
+            let flakyRequest = LoremRequest(endpoint: Endpoint(baseUrl: server, path: "/flaky/lorem-\(kind)", parameters: ["status": 503, "failures": 2]))
+            let attempt = try await client.value(for: flakyRequest, as: Attempt.self)
+            #expect(attempt.attempt == 3)
+            #expect(sleeper.recorded.count == 2)
+
+            // Adding a precondition check: nothing is sent when it fails.
+            struct NoActiveUser: Error {}
+            loremRequest.preconditions.append(Precondition("the user is signed in") { _ in throw NoActiveUser() })
+            let error = await #expect(throws: TrellisError.self) { try await client.perform(loremRequest) }
+            guard case .preconditionFailed(let failure) = error else {
+                Issue.record("expected preconditionFailed, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.name == "the user is signed in")
+        }
+    }
+
     /// An endpoint value is cancelled as a service's call is: the task's cancellation closes
     /// the connection and the call throws `CancellationError`.
     @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
