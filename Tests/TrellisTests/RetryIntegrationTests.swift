@@ -174,7 +174,7 @@ struct RetryIntegrationTests {
     func aFailingPreconditionSendsNothing(_ kind: TransportKind) async throws {
         try await withFlaky { url, server in
             struct Offline: Error {}
-            let client = Client(baseURL: url, transport: kind.transport) { $0.validation.preconditions = [Precondition("online") { _ in throw Offline() }] }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.validation.preconditions = [RequestPrecondition("online") { _ in throw Offline() }] }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: flaky(url, "g", failures: 0)))
             }
@@ -188,7 +188,7 @@ struct RetryIntegrationTests {
 
             // Per request, after the client's.
             var request = try Request(method: .get, url: flaky(url, "h", failures: 0))
-            request.preconditions = [Precondition("has a trace header") { request in
+            request.preconditions = [RequestPrecondition("has a trace header") { request in
                 guard request.headerFields[HTTPField.Name("X-Trace")!] != nil else { throw Offline() }
             }]
             let plain = Client(baseURL: url, transport: kind.transport)

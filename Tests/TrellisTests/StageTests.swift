@@ -21,8 +21,8 @@ struct StageTests {
         struct Offline: Error {}
         let mock = MockTransport()
         var request = try request("/x")
-        request.preconditions = [Precondition("online") { _ in throw Offline() }]
-        let stage = PreconditionStage(preconditions: [Precondition("always") { _ in }])
+        request.preconditions = [RequestPrecondition("online") { _ in throw Offline() }]
+        let stage = PreconditionStage(preconditions: [RequestPrecondition("always") { _ in }])
         #expect(stage.isNeeded(for: request))
         let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(request, next: mock.send) }
         guard case .preconditionFailed(let failure) = error else {

@@ -202,7 +202,7 @@ struct LoremRequest: RequestType {
     let retryCount = 3
     let ignoreLocalCache = true
 
-    var preconditions: [Precondition] = []
+    var preconditions: [RequestPrecondition] = []
     var responseValidations: [ResponseValidation] = []
 }
 
@@ -234,7 +234,7 @@ extension YggdrasilEndpointTests {
 
             // Adding a precondition check: nothing is sent when it fails.
             struct NoActiveUser: Error {}
-            loremRequest.preconditions.append(Precondition("the user is signed in") { _ in throw NoActiveUser() })
+            loremRequest.preconditions.append(RequestPrecondition("the user is signed in") { _ in throw NoActiveUser() })
             let error = await #expect(throws: TrellisError.self) { try await client.perform(loremRequest) }
             guard case .preconditionFailed(let failure) = error else {
                 Issue.record("expected preconditionFailed, got \(String(describing: error))")

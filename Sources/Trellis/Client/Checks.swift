@@ -4,12 +4,12 @@ public import Foundation
 /// sent and the call fails with ``TrellisError/preconditionFailed(_:)``.
 ///
 /// ```swift
-/// let online = Precondition("network is reachable") { _ in
+/// let online = RequestPrecondition("network is reachable") { _ in
 ///     guard await reachability.isOnline else { throw Offline() }
 /// }
 /// let client = Client(baseURL: url) { $0.validation.preconditions = [online] }
 /// ```
-public struct Precondition: Sendable {
+public struct RequestPrecondition: Sendable {
     /// What the check is, for the error.
     public let name: String
     let check: @Sendable (Request) async throws -> Void
@@ -43,7 +43,7 @@ public struct ResponseValidation: Sendable {
 }
 
 /// A precondition or validation that did not hold.
-public struct CheckFailure: Sendable, CustomStringConvertible {
+public struct RequestCheckFailure: Sendable, CustomStringConvertible {
     /// The check's name.
     public let name: String
     /// The method and URL of the request, for messages and logs.

@@ -113,14 +113,14 @@ extension Client.Configuration {
         /// The statuses buffered calls accept; 200...299 by default.
         public var acceptedStatuses: Set<Int> = Set(200...299)
         /// Checks made before each request; a failing one means nothing is sent.
-        public var preconditions: [Precondition] = []
+        public var preconditions: [RequestPrecondition] = []
         /// Checks of each buffered response whose status was accepted; a failing one becomes
         /// the call's error.
         public var validations: [ResponseValidation] = []
 
         public init(
             acceptedStatuses: Set<Int> = Set(200...299),
-            preconditions: [Precondition] = [],
+            preconditions: [RequestPrecondition] = [],
             validations: [ResponseValidation] = []
         ) {
             self.acceptedStatuses = acceptedStatuses

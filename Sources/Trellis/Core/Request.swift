@@ -40,7 +40,7 @@ public struct Request: Sendable {
         set { updateChecks { $0.acceptedStatuses = newValue } }
     }
     /// Checks made before this request is sent, after the client's.
-    public var preconditions: [Precondition] {
+    public var preconditions: [RequestPrecondition] {
         get { checks?.preconditions ?? [] }
         set { updateChecks { $0.preconditions = newValue } }
     }
@@ -60,7 +60,7 @@ public struct Request: Sendable {
         let retryPolicy: RetryPolicy?
         let maximumRetries: Int?
         let acceptedStatuses: Set<Int>?
-        let preconditions: [Precondition]
+        let preconditions: [RequestPrecondition]
         let validations: [ResponseValidation]
         let sensitiveQueryNames: Set<String>
 
@@ -78,7 +78,7 @@ public struct Request: Sendable {
         var retryPolicy: RetryPolicy?
         var maximumRetries: Int?
         var acceptedStatuses: Set<Int>?
-        var preconditions: [Precondition] = []
+        var preconditions: [RequestPrecondition] = []
         var validations: [ResponseValidation] = []
         var sensitiveQueryNames: Set<String> = []
     }

@@ -14,7 +14,7 @@ public import Foundation
 /// ```
 ///
 /// Yggdrasil's `preconditions` and `responseValidations` are closures returning a
-/// `ValidationResult`; here they are ``Precondition`` and ``ResponseValidation`` values, which
+/// `ValidationResult`; here they are ``RequestPrecondition`` and ``ResponseValidation`` values, which
 /// throw instead.
 public protocol RequestType: Sendable {
     var endpoint: any EndpointType { get }
@@ -27,7 +27,7 @@ public protocol RequestType: Sendable {
     var retryCount: Int { get }
     /// Accepted for the code that sets it; Trellis keeps no cache to ignore.
     var ignoreLocalCache: Bool { get }
-    var preconditions: [Precondition] { get }
+    var preconditions: [RequestPrecondition] { get }
     var responseValidations: [ResponseValidation] { get }
 }
 
@@ -36,7 +36,7 @@ extension RequestType {
     public var body: Data? { nil }
     public var retryCount: Int { 0 }
     public var ignoreLocalCache: Bool { false }
-    public var preconditions: [Precondition] { [] }
+    public var preconditions: [RequestPrecondition] { [] }
     public var responseValidations: [ResponseValidation] { [] }
 }
 

@@ -40,10 +40,10 @@ public enum TrellisError: Error, Sendable {
     /// A file being uploaded could not be read, or a download could not be written or moved
     /// into place.
     case fileFailed(FileFailure)
-    /// A ``Precondition`` did not hold; nothing was sent.
-    case preconditionFailed(CheckFailure)
+    /// A ``RequestPrecondition`` did not hold; nothing was sent.
+    case preconditionFailed(RequestCheckFailure)
     /// A ``ResponseValidation`` did not hold for the response.
-    case validationFailed(CheckFailure)
+    case validationFailed(RequestCheckFailure)
     /// A WebSocket conversation ended with a close code other than 1000 (normal closure):
     /// the server's, or the one Trellis sent for a message it could not accept.
     case webSocketClosed(WebSocketClosure)

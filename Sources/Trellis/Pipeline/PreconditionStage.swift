@@ -1,7 +1,7 @@
 /// Runs the client's preconditions, then the request's, once per call: a failing one means
 /// nothing is sent.
 struct PreconditionStage: OptionalStage {
-    let preconditions: [Precondition]
+    let preconditions: [RequestPrecondition]
 
     func isNeeded(for request: Request) -> Bool {
         !preconditions.isEmpty || !request.preconditions.isEmpty
@@ -17,7 +17,7 @@ struct PreconditionStage: OptionalStage {
             do {
                 try await precondition.check(request)
             } catch {
-                throw TrellisError.preconditionFailed(CheckFailure(
+                throw TrellisError.preconditionFailed(RequestCheckFailure(
                     name: precondition.name,
                     request: RequestLog.summary(request),
                     status: nil,

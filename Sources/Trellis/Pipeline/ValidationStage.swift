@@ -26,7 +26,7 @@ struct ValidationStage: OptionalStage {
             do {
                 try validation.check(buffered, request)
             } catch {
-                throw TrellisError.validationFailed(CheckFailure(
+                throw TrellisError.validationFailed(RequestCheckFailure(
                     name: validation.name,
                     request: RequestLog.summary(request),
                     status: response.status.code,
