@@ -47,8 +47,10 @@ extension ConfigRequestConvertible {
 extension Request {
     /// The request a wheel configuration describes.
     ///
-    /// - Parameter authenticated: whether it carries the access token stored under the default
-    ///   label, refreshed on 401 by the client's ``TokenRefresher`` as any token is.
+    /// - Parameters:
+    ///   - requestConfig: the configuration: base URL, path, method, parameters, headers.
+    ///   - authenticated: whether it carries the access token stored under the default
+    ///     label, refreshed on 401 by the client's ``TokenRefresher`` as any token is.
     public init(requestConfig: some ConfigRequestConvertible, authenticated: Bool = false) throws {
         try self.init(
             baseURL: requestConfig.baseURL.absoluteString,
