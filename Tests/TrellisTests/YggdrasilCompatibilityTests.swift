@@ -198,7 +198,7 @@ struct YggdrasilEndpointTests {
 
 // Network request using the defined BaconIpsumEndpoints.
 struct LoremRequest: RequestType {
-    let endpoint: EndpointType
+    let endpoint: any EndpointType  // Yggdrasil writes `EndpointType`; Swift 6 asks for `any`
     let retryCount = 3
     let ignoreLocalCache = true
 

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 extension Client {
     /// The client of calls made without one, as Yggdrasil's tasks are

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Any JSON value, for a body whose shape is not declared: Yggdrasil's `JSONDictionary`
 /// (`[String: JSONValue]` here, so that it is `Sendable` and `Decodable`).

@@ -1,5 +1,5 @@
-public import Foundation
-public import HTTPTypes
+import Foundation
+import HTTPTypes
 
 extension Request {
     /// The request an ``EndpointType`` value describes: its base URL and path, its parameters

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import HTTPTypes
 
 /// An endpoint declared as a value rather than a `@Service` method: Yggdrasil's
