@@ -88,6 +88,10 @@ func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestConte
     MediaRoutes.install(router)
     QuoteRoutes.install(router)
     router.get("posts") { _, _ in try json(await store.all()) }
+    // Moved for good: the newest post lives at its own address.
+    router.get("latest") { _, _ in
+        Hummingbird.Response(status: .movedPermanently, headers: [.location: "/posts/\(await store.all().last?.id ?? 1)"])
+    }
     router.get("posts/:id") { _, context in
         let id = try context.parameters.require("id", as: Int.self)
         guard let post = await store.post(id) else { return notFound(id) }
@@ -203,6 +207,7 @@ func runDemo() async -> Int32 {
         try await authorizationTour(baseURL, issuer: issuer)
         try await transferTour(baseURL)
         try await realtimeTour(baseURL)
+        try await observabilityTour(baseURL)
         print("\nDone.")
         return 0
     } catch {
