@@ -29,7 +29,8 @@ extension Request {
             text += (text.contains("?") ? "&" : "?") + query.joined(separator: "&")
         }
         guard let url = URL(string: text) else {
-            throw TrellisError.invalidRequest(InvalidRequest(.url, "\"\(text)\" (the endpoint's base URL and path) is not a URL"))
+            // The query may carry a credential: errors show URLs redacted, as logs do.
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\"\(RequestLog.redactedURL(text))\" (the endpoint's base URL and path) is not a URL"))
         }
         var body: RequestBody?
         if !inQuery, !pairs.isEmpty {
@@ -51,7 +52,7 @@ extension Request {
     ///   `https` URL.
     public init(url: String, ignoreLocalCache: Bool = false, retryCount: Int = 0) throws {
         guard let parsed = URL(string: url) else {
-            throw TrellisError.invalidRequest(InvalidRequest(.url, "\"\(url)\" is not a URL"))
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "\"\(RequestLog.redactedURL(url))\" is not a URL"))
         }
         try self.init(method: .get, url: parsed)
         if retryCount > 0 { maximumRetries = retryCount }
