@@ -17,6 +17,10 @@ public struct Request: Sendable {
     /// The path template of the endpoint this request came from (`/posts/{id}`), kept so that
     /// logs and metrics can group requests by endpoint without their values.
     public var pathTemplate: String?
+    /// The name spans, metrics, debug logs and event monitors give the endpoint, in place of
+    /// the method and ``pathTemplate``: the operation ID of a request from an OpenAPI client
+    /// (TrellisOpenAPI sets it), or a name of your own.
+    public var endpointName: String?
     /// Whether the request carries an access token, and which: the client adds
     /// `Authorization` from its token storage and refreshes the token when the server refuses
     /// it. `nil` sends the request as it is.

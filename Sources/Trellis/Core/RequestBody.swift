@@ -63,6 +63,21 @@ public struct RequestBody: Sendable {
         self.defaultContentType = contentType
     }
 
+    /// A body streamed from the chunks `makeChunks` makes afresh each time the body is sent,
+    /// so that a retry or a token refresh can send it again, as a file body is.
+    ///
+    /// - Parameters:
+    ///   - length: the total length when known, so the request can carry `Content-Length`.
+    ///   - contentType: sent as `Content-Type` unless the request sets its own.
+    ///   - makeChunks: called once for each sending, from the first byte.
+    public init(
+        length: Int64?,
+        contentType: String? = "application/octet-stream",
+        replayingChunks makeChunks: @escaping @Sendable () -> ChunkIterator
+    ) {
+        self.init(storage: .replayableStream(makeChunks), length: length, contentType: contentType)
+    }
+
     init(storage: Storage, length: Int64?, contentType: String?) {
         self.storage = storage
         self.length = length

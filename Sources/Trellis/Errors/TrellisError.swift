@@ -265,7 +265,9 @@ public struct ResponseTooLarge: Sendable, CustomStringConvertible {
     /// What was too large: the response body, or one server-sent event of a stream.
     public var subject = "the response body"
 
-    init(limit: Int, announcedLength: Int64?, subject: String = "the response body") {
+    /// Describes a body over `limit`; transports and adapters of your own throw it too, so
+    /// that callers see one error for one failure.
+    public init(limit: Int, announcedLength: Int64?, subject: String = "the response body") {
         self.limit = limit
         self.announcedLength = announcedLength
         self.subject = subject

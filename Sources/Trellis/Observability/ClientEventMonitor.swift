@@ -62,7 +62,8 @@ public enum RetryCause: Sendable {
 public struct CallSummary: Sendable {
     /// The request as the caller made it, before any hop changed it.
     public let request: Request
-    /// `GET /posts/{id}`: the method and the endpoint's path template, or the method alone.
+    /// The request's ``Request/endpointName`` when it has one (an OpenAPI operation ID);
+    /// else `GET /posts/{id}`, the method and the endpoint's path template, or the method alone.
     public let endpoint: String
     /// The status of the final response, also when the call failed because of it.
     public let status: HTTPResponse.Status?

@@ -9,15 +9,24 @@ struct LoggingStage: Middleware {
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        logger.debug("\(RequestLog.describe(request))")
+        logger.debug("\(RequestLog.describe(request))", metadata: Self.metadata(request))
         let started = ContinuousClock.now
         do {
             let response = try await next(request)
-            logger.debug("\(RequestLog.describe(response.head, for: request, after: ContinuousClock.now - started))")
+            logger.debug(
+                "\(RequestLog.describe(response.head, for: request, after: ContinuousClock.now - started))",
+                metadata: Self.metadata(request)
+            )
             return response
         } catch {
-            logger.debug("\(RequestLog.summary(request)) failed: \(error)")
+            logger.debug("\(RequestLog.summary(request)) failed: \(error)", metadata: Self.metadata(request))
             throw error
         }
+    }
+
+    /// The endpoint's name, when the request has one, so that log lines can be grouped by
+    /// operation.
+    private static func metadata(_ request: Request) -> Logger.Metadata? {
+        request.endpointName.map { ["trellis.endpoint": .string($0)] }
     }
 }

@@ -3,7 +3,7 @@ import HTTPTypes
 import Tracing
 
 /// The first stage of every call: when a tracer, a metrics backend or an event monitor is
-/// listening, one client span for the whole call (named after the endpoint's template, never
+/// listening, one client span for the whole call (named after the endpoint's name or template, never
 /// the filled-in path), the OpenTelemetry HTTP client metrics, and the call's end for the
 /// monitors. The call's later stages add their events to it through
 /// ``Request/observation``.
@@ -24,7 +24,7 @@ struct ObservationStage: OptionalStage {
         let tracer = settings.activeTracer
         let metricsFactory = settings.activeMetricsFactory
         let method = request.method.rawValue
-        let endpoint = request.pathTemplate.map { "\(method) \($0)" } ?? method
+        let endpoint = request.endpointName ?? request.pathTemplate.map { "\(method) \($0)" } ?? method
         let (host, port) = Self.server(of: request)
         let span = tracer.map { tracer in
             let span = tracer.startSpan(endpoint, context: ServiceContext.current ?? .topLevel, ofKind: .client)
@@ -33,6 +33,7 @@ struct ObservationStage: OptionalStage {
             span.attributes["server.port"] = port
             span.attributes["url.full"] = RequestLog.redactedURL(request)
             if let template = request.pathTemplate { span.attributes["url.template"] = template }
+            if let name = request.endpointName { span.attributes["trellis.endpoint"] = name }
             return span as any Span
         }
         let observation = CallObservation(
@@ -91,6 +92,7 @@ struct ObservationStage: OptionalStage {
                 ("http.request.method", request.method.rawValue),
                 ("http.route", request.pathTemplate ?? ""),
             ]
+            if let name = request.endpointName { dimensions.append(("trellis.endpoint", name)) }
             if let status { dimensions.append(("http.response.status_code", String(status.code))) }
             if let errorType { dimensions.append(("error.type", errorType)) }
             let timer = CoreMetrics.Timer(label: "http.client.request.duration", dimensions: dimensions, factory: factory)
