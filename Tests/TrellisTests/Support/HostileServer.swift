@@ -16,6 +16,8 @@ import NIOPosix
 /// - `/stall-events`: an event stream with one event, then nothing.
 /// - `/flood`: a chunked body of up to 1 GiB, written as fast as the client takes it; how much
 ///   was written before the client went away is ``floodedBytes``.
+/// - `/flood-json/…`: the same flood labelled `application/json`, at any path under it (for
+///   clients that append their own, as generated OpenAPI clients do).
 /// - `/503`: 503 with no body.
 /// - `/partial`: 206 with `Content-Range: bytes 0-99/1000` and 100 bytes, to a request that
 ///   asked for no range.
@@ -121,6 +123,9 @@ final class HostileServer: Sendable {
                 writeChunk(context, "data: one\n\n")
             case "/flood":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                flood(context, sent: 0)
+            case _ where path.hasPrefix("/flood-json/"):
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
                 flood(context, sent: 0)
             case "/503":
                 write(context, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
