@@ -27,6 +27,11 @@ let package = Package(
         // The in-process servers.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        // The `openapi` suite: a generated client over TrellisOpenAPI against the same client
+        // over swift-openapi-async-http-client, both served by the generated server.
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
     ],
     targets: [
         .executableTarget(
@@ -40,9 +45,23 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "TrellisOpenAPI", package: "Trellis"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                "BenchmarkOpenAPIFixture",
             ],
             path: "Sources/trellis-benchmarks",
             swiftSettings: strictSettings
+        ),
+        // The client and server generated from `Tests/TrellisOpenAPIFixture/openapi.yaml` by
+        // `Scripts/generate-openapi` (the same code the tests compile); the generator's own
+        // warnings are silenced.
+        .target(
+            name: "BenchmarkOpenAPIFixture",
+            dependencies: [.product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")],
+            path: "OpenAPIFixture",
+            swiftSettings: [.unsafeFlags(["-suppress-warnings"])]
         ),
         // The compile-cost benchmark's subjects: 200 endpoints declared with the macros, and
         // the same written by hand. Their sources are written by `trellis-benchmarks compile`.

@@ -188,7 +188,7 @@ enum CallBenchmark {
     /// `TRELLIS_BENCH_PROFILE=<case number>:<raw|trellis>`: one side of one case, run over and
     /// over with nothing else (`TRELLIS_BENCH_PROFILE_ROUNDS` times, 10 unless set), for a
     /// profiler (`perf record`, `valgrind --tool=callgrind`) to look at.
-    private static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
+    static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
         guard parts.count == 2, let index = Int(parts[0]), scenarios.indices.contains(index) else {
             throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants <case number 0-\(scenarios.count - 1)>:<raw|trellis>")
@@ -207,7 +207,7 @@ enum CallBenchmark {
         var latencies: [Double]
     }
 
-    private static func measure(_ scenario: Scenario, rounds: Int) async throws -> CallRow {
+    static func measure(_ scenario: Scenario, rounds: Int) async throws -> CallRow {
         // Warm both up: connections, caches, lazily initialised code.
         _ = try await timed(scenario.raw, scenario)
         _ = try await timed(scenario.trellis, scenario)

@@ -1,10 +1,10 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
-// Suites: calls (AsyncHTTPClient), urlsession, auth, transfers, realtime, compile. With no argument,
+// Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth, transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
-let suites = ["calls", "urlsession", "auth", "transfers", "realtime", "compile"]
+let suites = ["calls", "urlsession", "openapi", "auth", "transfers", "realtime", "compile"]
 // A transfer case run in a child process by the transfers suite, so its peak memory is its own.
 if CommandLine.arguments.dropFirst().first == "transfer-child" {
     do {
@@ -31,6 +31,11 @@ do {
             CallBenchmark.print("Service calls vs raw AsyncHTTPClient + JSONDecoder", try await CallBenchmark.run(transport: "ahc", rounds: rounds))
         case "urlsession":
             CallBenchmark.print("Service calls vs raw URLSession + JSONDecoder", try await CallBenchmark.run(transport: "urlsession", rounds: rounds))
+        case "openapi":
+            CallBenchmark.print(
+                "A generated OpenAPI client over TrellisOpenAPI (\"Trellis\") vs over swift-openapi-async-http-client (\"raw\")",
+                try await OpenAPIBenchmark.run(rounds: rounds)
+            )
         case "auth":
             Report.print("Token refresh: \(TokenRefreshBenchmark.calls) concurrent calls (AsyncHTTPClient)", try await TokenRefreshBenchmark.run(rounds: rounds))
         case "transfers":
