@@ -48,7 +48,7 @@ struct Endpoint {
     let requiresAccessToken: Bool
     let download: DownloadKind?
     let isFileUpload: Bool
-    /// `@Retry(max:retriesNonIdempotentMethods:)`, as source text.
+    /// `@Retry(maximumRetries:retriesNonIdempotentMethods:)`, as source text.
     let retry: (maximum: String, nonIdempotent: String?)?
     /// `@Timeout(duration)`: the duration expression, as source text.
     let timeout: String?
@@ -331,12 +331,14 @@ struct Endpoint {
         var retry: (String, String?)?
         if let attribute = attributes.first(where: { attributeName($0) == "Retry" }) {
             let arguments = attribute.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
-            let maximum = arguments.first { $0.label?.text == "max" }?.expression.as(IntegerLiteralExprSyntax.self)
+            // `max:` is the earlier spelling, kept working beside RetryPolicy's own name.
+            let maximum = arguments.first { $0.label?.text == "maximumRetries" || $0.label?.text == "max" }?
+                .expression.as(IntegerLiteralExprSyntax.self)
             let nonIdempotent = arguments.first { $0.label?.text == "retriesNonIdempotentMethods" }?.expression
             if let maximum {
                 retry = (maximum.literal.text, nonIdempotent?.trimmedDescription)
             } else {
-                report(attribute, "retryNotLiteral", "@Retry takes the number of retries as an integer literal, as in @Retry(max: 3)")
+                report(attribute, "retryNotLiteral", "@Retry takes the number of retries as an integer literal, as in @Retry(maximumRetries: 3)")
             }
             if let nonIdempotent, !nonIdempotent.is(BooleanLiteralExprSyntax.self) {
                 report(nonIdempotent, "retryFlagNotLiteral", "retriesNonIdempotentMethods takes true or false")

@@ -684,11 +684,11 @@ struct DiagnosticTests {
             """
             @Service
             protocol Feed {
-                @GET("/a") @Retry(max: count)
+                @GET("/a") @Retry(maximumRetries: count)
                 func feed() async throws -> Data
             }
             """,
-            [DiagnosticSpec(message: "@Retry takes the number of retries as an integer literal, as in @Retry(max: 3)", line: 3, column: 16)]
+            [DiagnosticSpec(message: "@Retry takes the number of retries as an integer literal, as in @Retry(maximumRetries: 3)", line: 3, column: 16)]
         )
     }
 
@@ -697,11 +697,11 @@ struct DiagnosticTests {
             """
             @Service
             protocol Feed {
-                @GET("/a") @Retry(max: 2, retriesNonIdempotentMethods: flag)
+                @GET("/a") @Retry(maximumRetries: 2, retriesNonIdempotentMethods: flag)
                 func feed() async throws -> Data
             }
             """,
-            [DiagnosticSpec(message: "retriesNonIdempotentMethods takes true or false", line: 3, column: 60)]
+            [DiagnosticSpec(message: "retriesNonIdempotentMethods takes true or false", line: 3, column: 71)]
         )
     }
 }

@@ -533,6 +533,57 @@ struct ExpansionTests {
             """
             @Service
             protocol Feed {
+                @POST("/entries") @Retry(maximumRetries: 3, retriesNonIdempotentMethods: true)
+                func add() async throws
+            }
+            """,
+            expandedSource: #"""
+            protocol Feed {
+
+                func add() async throws
+            }
+
+            final class FeedService: Feed, Trellis.TrellisService {
+                let _serviceCore: Trellis._ServiceCore
+
+                /// The label the service's access token is stored under.
+                static let tokenLabel = Trellis.AccessTokenRequirement.defaultLabel
+
+                /// A service that sends through `client`.
+                init(client: Trellis.Client) {
+                    self._serviceCore = Trellis._ServiceCore(client: client, tokenLabel: Self.tokenLabel)
+                }
+
+                /// A service for `baseURL` over the platform's default transport.
+                convenience init(baseURL: Foundation.URL) {
+                    self.init(client: Trellis.Client(baseURL: baseURL))
+                }
+
+                func add() async throws {
+                    try await self.add(_queryItems: [])
+                }
+
+                func add(queryItems: [Trellis.QueryItem]) async throws {
+                    try await self.add(_queryItems: queryItems)
+                }
+
+                func add(_queryItems: [Trellis.QueryItem]) async throws {
+                    var __request = self._serviceCore.request(.post, path: "/entries", query: "", template: "/entries")
+                    __request.queryItems(_queryItems)
+                    __request.maximumRetries = 3
+                    __request.retriesNonIdempotentMethods = true
+                    try await self._serviceCore.perform(__request)
+                }
+            }
+            """#
+        )
+    }
+
+    @Test func retryKeepsItsEarlierMaxSpelling() {
+        assertExpansion(
+            """
+            @Service
+            protocol Feed {
                 @POST("/entries") @Retry(max: 3, retriesNonIdempotentMethods: true)
                 func add() async throws
             }

@@ -30,7 +30,7 @@ struct DownloadIntegrationTests {
             let client = Client(baseURL: url, transport: kind.transport)
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("blob.bin")
-                let file = try await client.download(Request(method: .get, url: url.appending(path: "files/blob")), to: destination)
+                let file = try await client.download(for: Request(method: .get, url: url.appending(path: "files/blob")), to: destination)
                 #expect(file.url == destination)
                 #expect(file.byteCount == Int64(size))
                 #expect(file.head.status == .ok)
@@ -47,8 +47,9 @@ struct DownloadIntegrationTests {
             shelf["report.pdf"] = Blob(size: 5000, seed: 9)
             let client = Client(baseURL: url, transport: kind.transport)
             let request = try Request(method: .get, url: url.appending(path: "files/report.pdf"))
-            let first = try await client.download(request)
-            let second = try await client.download(request)
+            let first = try await client.download(for: request)
+            // The same file by URL, Foundation's `download(from:)` spelling.
+            let second = try await client.download(from: url.appending(path: "files/report.pdf"))
             defer {
                 try? FileManager.default.removeItem(at: first.url)
                 try? FileManager.default.removeItem(at: second.url)
@@ -76,12 +77,12 @@ struct DownloadIntegrationTests {
                     return
                 }
                 #expect(!FileManager.default.fileExists(atPath: destination.path))
-                let resumeData = try #require(await interrupted.resumeData)
+                let resumeData = try #require(interrupted.resumeData)
                 #expect(resumeData.byteCount > 0)
                 #expect(resumeData.byteCount <= 3 * 1024 * 1024)
                 #expect(resumeData.validator == blob.etag)
 
-                let resumed = try await client.download(request, to: destination, resumingFrom: resumeData)
+                let resumed = try await client.download(for: request, to: destination, resumingFrom: resumeData)
                 #expect(resumed.head.status == .partialContent)
                 #expect(resumed.resumedByteCount == resumeData.byteCount)
                 #expect(resumed.byteCount == Int64(blob.bytes.readableBytes))
@@ -105,8 +106,8 @@ struct DownloadIntegrationTests {
                 let request = try Request(method: .get, url: url.appending(path: "files/file"))
                 let interrupted = client.downloadTask(for: request, to: destination)
                 _ = await interrupted.result
-                let resumeData = try #require(await interrupted.resumeData)
-                let restarted = try await client.download(request, to: destination, resumingFrom: resumeData)
+                let resumeData = try #require(interrupted.resumeData)
+                let restarted = try await client.download(for: request, to: destination, resumingFrom: resumeData)
                 #expect(restarted.head.status == .ok)
                 #expect(restarted.resumedByteCount == 0)
                 #expect(try Digest.hex(ofFile: destination) == blob.sha256)
@@ -125,11 +126,11 @@ struct DownloadIntegrationTests {
                 let request = try Request(method: .get, url: url.appending(path: "files/doc"))
                 let interrupted = client.downloadTask(for: request, to: destination)
                 _ = await interrupted.result
-                let resumeData = try #require(await interrupted.resumeData)
+                let resumeData = try #require(interrupted.resumeData)
 
                 let replacement = Blob(size: 3 * 1024 * 1024 + 17, seed: 2)
                 shelf["doc"] = replacement
-                let restarted = try await client.download(request, to: destination, resumingFrom: resumeData)
+                let restarted = try await client.download(for: request, to: destination, resumingFrom: resumeData)
                 #expect(restarted.head.status == .ok)
                 #expect(restarted.resumedByteCount == 0)
                 #expect(shelf.rangesSeen.last == "bytes=\(resumeData.byteCount)-")
@@ -187,7 +188,7 @@ struct DownloadIntegrationTests {
                 }
                 #expect(!FileManager.default.fileExists(atPath: destination.path))
                 // The server sent an ETag, so the bytes received are kept to resume from.
-                let resumeData = try #require(await task.resumeData)
+                let resumeData = try #require(task.resumeData)
                 #expect(FileManager.default.fileExists(atPath: resumeData.partialFile.path))
             }
         }
@@ -200,7 +201,7 @@ struct DownloadIntegrationTests {
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("none")
                 let error = await #expect(throws: TrellisError.self) {
-                    try await client.download(Request(method: .get, url: url.appending(path: "files/none")), to: destination)
+                    try await client.download(for: Request(method: .get, url: url.appending(path: "files/none")), to: destination)
                 }
                 guard case .unacceptableStatus(let failure) = error else {
                     Issue.record("expected unacceptableStatus, got \(String(describing: error))")
@@ -219,7 +220,7 @@ struct DownloadIntegrationTests {
             let client = Client(baseURL: url)
             let error = await #expect(throws: TrellisError.self) {
                 try await client.download(
-                    Request(method: .get, url: url.appending(path: "files/blob")),
+                    for: Request(method: .get, url: url.appending(path: "files/blob")),
                     to: URL(fileURLWithPath: "/nonexistent-\(UUID().uuidString)/blob")
                 )
             }

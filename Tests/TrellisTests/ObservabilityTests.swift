@@ -16,7 +16,7 @@ protocol Catalog {
     func item(id: Int) async throws -> CatalogItem
 
     @GET("/obs/flaky/{key}")
-    @Retry(max: 2)
+    @Retry(maximumRetries: 2)
     func flaky(key: String) async throws -> CatalogItem
 
     @GET("/obs/moved")

@@ -7,14 +7,14 @@ import Trellis
 @Service
 protocol Flaky {
     @GET("/flaky/{key}")
-    @Retry(max: 3)
+    @Retry(maximumRetries: 3)
     func fetch(key: String, status: Int, failures: Int) async throws -> Attempt
 
     @POST("/flaky/{key}")
     func submit(key: String, status: Int, failures: Int) async throws -> Attempt
 
     @POST("/flaky/{key}")
-    @Retry(max: 2, retriesNonIdempotentMethods: true)
+    @Retry(maximumRetries: 2, retriesNonIdempotentMethods: true)
     func submitSafely(key: String, status: Int, failures: Int) async throws -> Attempt
 }
 
@@ -121,7 +121,7 @@ struct RetryIntegrationTests {
     @Test func retryOnAnEndpointUsesTheClientsWaits() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            // The client retries nothing; the endpoint's @Retry(max: 3) does, with the client's clock.
+            // The client retries nothing; the endpoint's @Retry(maximumRetries: 3) does, with the client's clock.
             let service = FlakyService(client: Client(baseURL: url) { $0.retry = sleeper.policy(maximumRetries: 0) })
             let attempt = try await service.fetch(key: "e", status: 502, failures: 3)
             #expect(attempt.attempt == 4)

@@ -78,6 +78,13 @@ protocol SnowdropSettings {
     func trace() async throws -> String
 }
 
+/// Snowdrop's `@CONNECT`, sent to a raw server that records what arrives.
+@Service
+protocol SnowdropTunnel {
+    @CONNECT(url: "/record")
+    func connect() async throws -> String
+}
+
 struct SnakePost: Codable, Sendable, Equatable {
     var postId: Int
     var postTitle: String
@@ -135,6 +142,16 @@ struct SnowdropSettingsTests {
             #expect(refreshes.withLockedValue { $0 } == 1)
             let stored = try await storage.fetch(for: AccessTokenRequirement.defaultLabel)
             #expect(stored?.accessToken == "fresh")
+        }
+    }
+
+    /// What the server does with it is its business (a proxy would open a tunnel); the request
+    /// goes out with the CONNECT method and the call ends either way.
+    @Test func connectIsSentAsConnect() async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: TransportKind.asyncHTTPClient.transport) { $0.timeouts.request = .seconds(10) }
+            _ = try? await SnowdropTunnelService(client: client).connect()
+            #expect(server.heads.first?.hasPrefix("CONNECT /record HTTP/1.1") == true, "the server read \(server.heads)")
         }
     }
 

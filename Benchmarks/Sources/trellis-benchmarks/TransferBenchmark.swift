@@ -135,7 +135,7 @@ enum TransferBenchmark {
             let client = Client(baseURL: url, transport: AsyncHTTPClientTransport.shared)
             let request = try Trellis.Request(method: .get, url: url.appending(path: "blob/\(size)"))
             elapsed = try await milliseconds {
-                let file = try await client.download(request, to: destination)
+                let file = try await client.download(for: request, to: destination)
                 guard file.byteCount == size else { throw BenchmarkFailure(description: "downloaded \(file.byteCount) bytes") }
             }
         case .rawUpload:

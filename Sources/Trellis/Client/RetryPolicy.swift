@@ -15,7 +15,7 @@ public import HTTPTypes
 /// ```swift
 /// let client = Client(baseURL: url) { $0.retry = RetryPolicy(maximumRetries: 3) }
 ///
-/// @GET("/feed") @Retry(max: 5)          // per endpoint
+/// @GET("/feed") @Retry(maximumRetries: 5)   // per endpoint
 /// func feed() async throws -> Feed
 /// ```
 ///
@@ -81,7 +81,7 @@ public struct RetryPolicy: Sendable {
     }
 
     /// No retries: the default of a ``Client``, as in Alamofire and URLSession. Its waits are
-    /// the defaults, which an endpoint's `@Retry(max:)` uses.
+    /// the defaults, which an endpoint's `@Retry(maximumRetries:)` uses.
     public static let none = RetryPolicy(maximumRetries: 0)
 
     /// Two retries with the default waits.

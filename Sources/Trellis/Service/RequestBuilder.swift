@@ -23,10 +23,10 @@ public struct _RequestBuilder {
     public var timeout: Duration?
     /// Whether the call carries the service's access token (`@RequiresAccessToken`).
     public var requiresAccessToken = false
-    /// `@Retry(max:)`: the retries allowed for this endpoint, replacing the client policy's
+    /// `@Retry(maximumRetries:)`: the retries allowed for this endpoint, replacing the client policy's
     /// count (its waits and statuses stay).
     public var maximumRetries: Int?
-    /// `@Retry(max:retriesNonIdempotentMethods:)`: whether this endpoint is retried even
+    /// `@Retry(maximumRetries:retriesNonIdempotentMethods:)`: whether this endpoint is retried even
     /// though its method is not idempotent.
     public var retriesNonIdempotentMethods: Bool?
 

@@ -131,7 +131,7 @@ public final class _ServiceCore: Sendable {
 
     /// Streams the response body to a new file in the temporary directory (`@Download`).
     public func download(_ builder: _RequestBuilder) async throws -> DownloadedFile {
-        try await serviceClient.download(makeRequest(builder))
+        try await serviceClient.download(for: makeRequest(builder))
     }
 
     /// The download as a task, not started (`@Download` returning ``DownloadTask``).

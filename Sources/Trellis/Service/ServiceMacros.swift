@@ -140,15 +140,20 @@ public macro Service(url: String) = #externalMacro(module: "TrellisMacros", type
 /// ```
 @attached(peer) public macro FileUpload() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 
-/// Retries the endpoint up to `max` times after its first attempt, with the client's
-/// ``RetryPolicy`` waits and statuses. A POST or PATCH endpoint is retried only with
+/// Retries the endpoint up to `maximumRetries` times after its first attempt, with the
+/// client's ``RetryPolicy`` waits and statuses (the count is the policy's
+/// ``RetryPolicy/maximumRetries``). A POST or PATCH endpoint is retried only with
 /// `retriesNonIdempotentMethods: true`, for servers that make it safe (an idempotency key).
 ///
 /// ```swift
 /// @GET("/feed")
-/// @Retry(max: 3)
+/// @Retry(maximumRetries: 3)
 /// func feed() async throws -> Feed
 /// ```
+@attached(peer) public macro Retry(maximumRetries: Int, retriesNonIdempotentMethods: Bool = false) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// The earlier spelling of ``Retry(maximumRetries:retriesNonIdempotentMethods:)``.
+@available(*, deprecated, renamed: "Retry(maximumRetries:retriesNonIdempotentMethods:)")
 @attached(peer) public macro Retry(max: Int, retriesNonIdempotentMethods: Bool = false) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 
 /// Gives the endpoint a timeout of its own, in place of the client's

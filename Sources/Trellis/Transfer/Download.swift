@@ -52,14 +52,32 @@ extension Client {
     ///   ``TrellisError/fileFailed(_:)`` when the file cannot be written, and the transport's
     ///   errors. After a failure the partial file is kept when the download can be resumed.
     public func download(
-        _ request: Request,
+        for request: Request,
         to destination: URL? = nil,
         resumingFrom resumeData: ResumeData? = nil
     ) async throws -> DownloadedFile {
         try await downloadTask(for: request, to: destination, resumingFrom: resumeData).value
     }
 
-    /// A download as a task with progress, started when awaited (see ``download(_:to:resumingFrom:)``).
+    /// Downloads `url` with a GET, as ``download(for:to:resumingFrom:)`` does a request.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` when `url` is not an absolute `http` or
+    ///   `https` URL, and what ``download(for:to:resumingFrom:)`` throws.
+    public func download(from url: URL, to destination: URL? = nil) async throws -> DownloadedFile {
+        try await download(for: Request(method: .get, url: url), to: destination)
+    }
+
+    /// The earlier spelling of ``download(for:to:resumingFrom:)``.
+    @available(*, deprecated, renamed: "download(for:to:resumingFrom:)")
+    public func download(
+        _ request: Request,
+        to destination: URL? = nil,
+        resumingFrom resumeData: ResumeData? = nil
+    ) async throws -> DownloadedFile {
+        try await download(for: request, to: destination, resumingFrom: resumeData)
+    }
+
+    /// A download as a task with progress, started when awaited (see ``download(for:to:resumingFrom:)``).
     public func downloadTask(
         for request: Request,
         to destination: URL? = nil,

@@ -99,13 +99,11 @@ public typealias DataTask<Value: Sendable> = TransferTask<Value>
 
 extension TransferTask where Success == DownloadedFile {
     /// What a new download needs to continue from the bytes already on disk, once this one has
-    /// failed or been cancelled; `nil` while it runs, after it succeeds, or when the server gave
-    /// no validator (`ETag` or `Last-Modified`) that would make resuming safe.
+    /// failed or been cancelled: read it after ``value`` has thrown (or ``result`` is a
+    /// failure). `nil` while the download runs, after it succeeds, or when the server gave no
+    /// validator (`ETag` or `Last-Modified`) that would make resuming safe.
     public var resumeData: ResumeData? {
-        get async {
-            _ = await result
-            return resumeState?.data
-        }
+        resumeState?.data
     }
 }
 
