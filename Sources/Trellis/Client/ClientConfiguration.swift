@@ -40,6 +40,10 @@ extension Client {
         /// Header fields added to every request (wheel's `commonHeaders`): a field the request
         /// already has keeps the request's value.
         public var defaultHeaders: HTTPFields = [:]
+        /// Where cookies are kept: a jar of this configuration's own, in memory, unless you
+        /// give one to share or one kept in a file (``CookieJar/init(persistingTo:)``); `nil`
+        /// keeps and sends no cookies.
+        public var cookies: CookieJar? = CookieJar()
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

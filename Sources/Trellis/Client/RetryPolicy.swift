@@ -216,6 +216,7 @@ enum HTTPDate {
     }
 }
 
-private extension Character {
+extension Character {
+    /// 0 to 9, and no other digit of any script: what the numbers of header fields are made of.
     var isASCIIDigit: Bool { isASCII && isNumber }
 }

@@ -231,6 +231,22 @@ public struct Request: Sendable {
         head.headerFields.append(HTTPField(name: try Self.fieldName(name), value: try Self.checkedValue(value, for: name)))
     }
 
+    /// The header fields as an HTTP/1 request carries them, for transports: swift-http-types
+    /// keeps `Cookie` as one field per cookie (HTTP/2's crumbs), which HTTP/1 must send as one
+    /// field, joined with "; " (RFC 6265 section 5.4), and a transport that folds repeated
+    /// fields would join with "," instead.
+    func forEachWireField(_ body: (_ name: String, _ value: String) throws -> Void) rethrows {
+        var cookies: [String] = []
+        for field in head.headerFields {
+            if field.name == .cookie {
+                cookies.append(field.value)
+            } else {
+                try body(field.name.rawName, field.value)
+            }
+        }
+        if !cookies.isEmpty { try body(HTTPField.Name.cookie.rawName, cookies.joined(separator: "; ")) }
+    }
+
     static func fieldName(_ name: String) throws -> HTTPField.Name {
         guard let fieldName = HTTPField.Name(name) else {
             throw TrellisError.invalidRequest(.init(.header(name), "\"\(name)\" is not a valid header field name"))

@@ -55,6 +55,9 @@ final class Pipeline: Sendable {
         stages += hopMiddlewares
         stages.append(AccessTokenStage(authorizer: settings.authorizer, client: settings.client))
         stages.append(DefaultHeadersStage(defaultHeaders: configuration.defaultHeaders))
+        if let jar = configuration.cookies {
+            stages.append(CookieStage(jar: jar, logger: configuration.logger))
+        }
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }

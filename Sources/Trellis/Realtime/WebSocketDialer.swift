@@ -49,8 +49,8 @@ enum WebSocketDialer {
         if let query = url.query(percentEncoded: true) { target += "?" + query }
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: authority)
-        for field in request.headerFields where field.name.canonicalName != "host" {
-            headers.add(name: field.name.rawName, value: field.value)
+        request.forEachWireField { name, value in
+            if name.lowercased() != "host" { headers.add(name: name, value: value) }
         }
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
         let sniName = Self.isIPAddress(hostName) ? nil : hostName

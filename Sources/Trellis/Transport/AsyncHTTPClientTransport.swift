@@ -164,9 +164,7 @@ public final class AsyncHTTPClientTransport: Transport {
         var outgoing = HTTPClientRequest(url: request.urlString)
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers.reserveCapacity(request.headerFields.count)
-        for field in request.headerFields {
-            outgoing.headers.add(name: field.name.rawName, value: field.value)
-        }
+        request.forEachWireField { name, value in outgoing.headers.add(name: name, value: value) }
         if let body = request.body {
             if let bytes = body.bytes {
                 outgoing.body = .bytes(bytes)
@@ -207,9 +205,7 @@ public final class AsyncHTTPClientTransport: Transport {
         let (client, pins) = client(for: request)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headerFields.count)
-        for field in request.headerFields {
-            headers.add(name: field.name.rawName, value: field.value)
-        }
+        request.forEachWireField { name, value in headers.add(name: name, value: value) }
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(

@@ -33,10 +33,17 @@ public final class URLSessionTransport: Transport {
     /// challenge, so there a request to a pinned host fails with
     /// ``TrellisError/pinningFailed(_:)`` rather than go out unchecked: use
     /// ``AsyncHTTPClientTransport`` for pinning on Linux.
+    ///
+    /// The session's own cookie handling is turned off (in a copy of `configuration`): the
+    /// client's ``CookieJar`` decides what is sent, the same over both transports.
     public init(configuration: URLSessionConfiguration = .default, pinning: CertificatePinning? = nil) {
         let delegate = SessionDelegate(pinning: pinning)
         self.delegate = delegate
         self.pinning = pinning
+        let configuration = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
         self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
@@ -50,9 +57,7 @@ public final class URLSessionTransport: Transport {
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method.rawValue
-        for field in request.headerFields {
-            urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
-        }
+        request.forEachWireField { name, value in urlRequest.addValue(value, forHTTPHeaderField: name) }
         #if !canImport(Darwin)
         if let pinning, url.scheme?.lowercased() == "https", let host = url.host, pinning.pins(for: host) != nil {
             throw TrellisError.pinningFailed(ConnectionFailure(

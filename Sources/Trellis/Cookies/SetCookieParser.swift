@@ -1,0 +1,155 @@
+import Foundation
+
+/// Reads one `Set-Cookie` field value into a ``Cookie`` for the request that received it
+/// (RFC 6265 section 5.2 and 5.3), or says why the cookie is refused.
+///
+/// A field value is input from the network: it is read strictly and bounded, and a cookie the
+/// server may not set (another domain, a `Secure` cookie over plain HTTP, a parent domain
+/// that is a bare top-level name) is refused rather than kept.
+enum SetCookieParser {
+    /// The most bytes of name and value one cookie may have (RFC 6265 section 6.1 asks for
+    /// at least 4096).
+    static let maximumCookieSize = 4096
+
+    enum Outcome: Equatable {
+        case accepted(Cookie)
+        case refused(String)
+    }
+
+    struct Origin {
+        /// Lowercased, without brackets or port.
+        var host: String
+        var path: String
+        var secure: Bool
+    }
+
+    /// The `Set-Cookie` values in one field value that a transport folded together.
+    ///
+    /// `HTTPURLResponse` joins repeated fields with ", ", which `Set-Cookie` cannot survive
+    /// (RFC 9110 section 5.3): a comma followed by a name and `=` starts the next cookie, while
+    /// the comma of an `Expires` date (`Wed, 21 Oct …`) does not. A cookie value cannot hold a
+    /// comma, so nothing else is split.
+    static func unfolded(_ field: String) -> [String] {
+        guard field.contains(",") else { return [field] }
+        var cookies: [String] = []
+        var start = field.startIndex
+        var index = field.startIndex
+        while let comma = field[index...].firstIndex(of: ",") {
+            let rest = field[field.index(after: comma)...].drop { $0 == " " || $0 == "\t" }
+            let name = rest.prefix { $0 != "=" && $0 != ";" && $0 != "," && $0 != " " }
+            if !name.isEmpty, rest.dropFirst(name.count).first == "=" {
+                cookies.append(String(field[start..<comma]))
+                start = rest.startIndex
+            }
+            index = field.index(after: comma)
+        }
+        cookies.append(String(field[start...]))
+        return cookies
+    }
+
+    static func parse(_ field: String, from origin: Origin, now: Date) -> Outcome {
+        guard field.utf8.count <= maximumCookieSize * 2 else { return .refused("the field is longer than \(maximumCookieSize * 2) bytes") }
+        var parts = field.split(separator: ";", omittingEmptySubsequences: false).makeIterator()
+        guard let pair = parts.next(), let equals = pair.firstIndex(of: "=") else {
+            return .refused("it has no name=value pair")
+        }
+        let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
+        var value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+        guard !name.isEmpty else { return .refused("its name is empty") }
+        guard name.utf8.count + value.utf8.count <= maximumCookieSize else {
+            return .refused("its name and value are longer than \(maximumCookieSize) bytes")
+        }
+        guard isToken(name) else { return .refused("its name is not a token") }
+        guard value.utf8.allSatisfy(isCookieOctet) else { return .refused("its value holds a control character, space, comma, semicolon or backslash") }
+
+        var cookie = Cookie(name: name, value: value, domain: origin.host, createdAt: now)
+        cookie.path = CookieDomain.defaultPath(of: origin.path)
+        var maxAge: Date?
+        var expires: Date?
+        var domainAttribute: String?
+        while let attribute = parts.next() {
+            let (key, attributeValue) = split(attribute)
+            switch key.lowercased() {
+            case "expires":
+                // An unreadable date is ignored, as the RFC says.
+                if let date = CookieDate.parse(attributeValue) { expires = date }
+            case "max-age":
+                guard let first = attributeValue.utf8.first, first == UInt8(ascii: "-") || (0x30...0x39).contains(first),
+                    attributeValue.dropFirst().allSatisfy(\.isASCIIDigit)
+                else { continue }
+                let seconds = Int64(attributeValue) ?? (first == UInt8(ascii: "-") ? Int64.min : Int64.max)
+                maxAge = seconds <= 0
+                    ? Date.distantPast
+                    : now.addingTimeInterval(Double(min(seconds, 400 * 86_400)))  // capped at 400 days (RFC 6265bis)
+            case "domain":
+                var domain = attributeValue.lowercased()
+                if domain.hasPrefix(".") { domain.removeFirst() }
+                if !domain.isEmpty { domainAttribute = domain }
+            case "path":
+                if attributeValue.hasPrefix("/") { cookie.path = attributeValue }
+            case "secure":
+                cookie.isSecure = true
+            case "httponly":
+                cookie.isHTTPOnly = true
+            case "samesite":
+                switch attributeValue.lowercased() {
+                case "strict": cookie.sameSite = .strict
+                case "lax": cookie.sameSite = .lax
+                case "none": cookie.sameSite = .unrestricted
+                default: break
+                }
+            default:
+                break
+            }
+        }
+        cookie.expiresAt = maxAge ?? expires.map { min($0, now.addingTimeInterval(400 * 86_400)) }
+
+        if let domain = domainAttribute {
+            if domain != origin.host {
+                guard CookieDomain.domainMatches(host: origin.host, domain: domain) else {
+                    return .refused("its Domain \(domain) is not \(origin.host) or a parent of it")
+                }
+                // Without a public suffix list, a bare top-level name is the suffix refused.
+                guard domain.contains(".") else { return .refused("its Domain \(domain) is a top-level name") }
+            }
+            cookie.domain = domain
+            // A cookie for an IP address goes to that address alone, Domain or not.
+            cookie.isHostOnly = CookieDomain.isIPAddress(origin.host)
+        }
+        if cookie.isSecure && !origin.secure {
+            return .refused("it is Secure but came over plain HTTP")
+        }
+        return .accepted(cookie)
+    }
+
+    private static func split(_ attribute: Substring) -> (String, String) {
+        guard let equals = attribute.firstIndex(of: "=") else {
+            return (attribute.trimmingCharacters(in: .whitespaces), "")
+        }
+        return (
+            attribute[..<equals].trimmingCharacters(in: .whitespaces),
+            attribute[attribute.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        )
+    }
+
+    private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
+
+    /// RFC 9110 token characters.
+    private static func isToken(_ text: String) -> Bool {
+        text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default:
+                tokenSymbols.contains(byte)
+            }
+        }
+    }
+
+    /// RFC 6265 cookie-octet: printable ASCII but for space, `"`, `,`, `;` and `\`.
+    private static func isCookieOctet(_ byte: UInt8) -> Bool {
+        byte == 0x21 || (0x23...0x2B).contains(byte) || (0x2D...0x3A).contains(byte) || (0x3C...0x5B).contains(byte)
+            || (0x5D...0x7E).contains(byte)
+    }
+}

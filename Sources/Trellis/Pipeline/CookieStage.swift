@@ -1,0 +1,34 @@
+import HTTPTypes
+import Logging
+
+/// Sends the jar's cookies with each hop and keeps the cookies each response sets, decided
+/// for that hop's URL: a redirect to another host carries that host's cookies, never the
+/// first one's (RFC 6265).
+///
+/// A `Cookie` field the request already has (set by the caller or a middleware) is kept, and
+/// the jar's cookies follow it.
+struct CookieStage: Middleware {
+    let jar: CookieJar
+    let logger: Logger
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        // The scope is worked out only when there is something to match or store: most hops
+        // have neither.
+        var request = request
+        if !jar.isEmpty, let header = jar.cookieHeader(for: CookieScope(request: request)) {
+            let existing = request.headerFields[.cookie]
+            request.headerFields[.cookie] = existing.map { $0 + "; " + header } ?? header
+        }
+        let response = try await next(request)
+        let setCookies = response.headerFields[values: .setCookie].flatMap(SetCookieParser.unfolded)
+        if !setCookies.isEmpty {
+            for refusal in jar.store(setCookies, from: CookieScope(request: request)) {
+                logger.debug("\(RequestLog.summary(request)): a cookie was refused: \(refusal)")
+            }
+        }
+        return response
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOSSL
+import Testing
+@testable import Trellis
+
+/// Routes that set cookies and report the `Cookie` field each request carried.
+private enum CookieRoutes {
+    static func install(_ router: Router<BasicRequestContext>) {
+        router.get("jar/login") { _, _ in
+            setting(["session=abc123; Path=/; HttpOnly", "theme=dark; Path=/jar/prefs; Max-Age=3600; SameSite=Lax"])
+        }
+        router.get("jar/logout") { _, _ in setting(["session=; Path=/; Max-Age=0"]) }
+        router.get("jar/secure") { _, _ in setting(["token=s3cret; Path=/; Secure", "plain=1; Path=/"]) }
+        router.get("jar/foreign") { _, _ in setting(["evil=1; Domain=example.com; Path=/", "tld=1; Domain=com; Path=/"]) }
+        router.get("jar/wide") { _, _ in setting(["wide=1; Domain=localhost; Path=/"]) }
+        router.get("jar/flood") { _, _ in
+            let big = String(repeating: "x", count: 5000)
+            return setting((0..<200).map { "flood\($0)=\($0); Path=/" } + ["huge=\(big); Path=/"])
+        }
+        router.get("jar/redirect") { request, _ in
+            let target = request.uri.queryParameters["to"].map(String.init) ?? "/jar/echo"
+            var headers = HTTPFields()
+            headers[.location] = target
+            headers.append(HTTPField(name: .setCookie, value: "hop=1; Path=/"))
+            return Hummingbird.Response(status: .found, headers: headers)
+        }
+        router.get("jar/echo/**") { request, _ in echo(request) }
+        router.get("jar/echo") { request, _ in echo(request) }
+        router.get("jar/prefs/echo") { request, _ in echo(request) }
+    }
+
+    private static func setting(_ cookies: [String]) -> Hummingbird.Response {
+        var headers = HTTPFields()
+        for cookie in cookies { headers.append(HTTPField(name: .setCookie, value: cookie)) }
+        return Hummingbird.Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "ok")))
+    }
+
+    private static func echo(_ request: Hummingbird.Request) -> Hummingbird.Response {
+        let cookies = request.headers[values: .cookie].joined(separator: " | ")
+        return Hummingbird.Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: cookies)))
+    }
+}
+
+@Suite("Cookies: a jar per client, against the real server")
+struct CookieIntegrationTests {
+    private func get(_ client: Client, _ url: URL, _ path: String) async throws -> String {
+        let response = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: path)))
+        return String(decoding: response.body, as: UTF8.self)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cookiesAreKeptSentWherePathsMatchAndDeletedByMaxAgeZero(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let sent1 = try await get(client, url, "jar/echo")
+
+            #expect(sent1 == "")
+            _ = try await get(client, url, "jar/login")
+            let sent2 = try await get(client, url, "jar/echo")
+
+            #expect(sent2 == "session=abc123")
+            // The longer path first, as RFC 6265 orders them.
+            let sent3 = try await get(client, url, "jar/prefs/echo")
+
+            #expect(sent3 == "theme=dark; session=abc123")
+            let theme = try #require(client.configuration.cookies?.cookies.first { $0.name == "theme" })
+            #expect(theme.sameSite == .lax)
+            #expect(theme.expiresAt != nil)
+            #expect(client.configuration.cookies?.cookies.first { $0.name == "session" }?.isHTTPOnly == true)
+
+            _ = try await get(client, url, "jar/logout")
+            let sent4 = try await get(client, url, "jar/echo")
+
+            #expect(sent4 == "")
+            let sent5 = try await get(client, url, "jar/prefs/echo")
+
+            #expect(sent5 == "theme=dark")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aCookieGoesToItsHostAloneAndOtherDomainsAreRefused(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let port = try #require(url.port)
+            let byName = try #require(URL(string: "http://localhost:\(port)"))
+            let client = Client(baseURL: url, transport: kind.transport)
+            _ = try await get(client, url, "jar/login")
+            // 127.0.0.1 and localhost reach the same server, but are two hosts to a cookie.
+            let sent6 = try await get(client, byName, "jar/echo")
+
+            #expect(sent6 == "")
+            let sent7 = try await get(client, url, "jar/echo")
+
+            #expect(sent7 == "session=abc123")
+
+            _ = try await get(client, url, "jar/foreign")
+            #expect(client.configuration.cookies?.cookies.contains { $0.name == "evil" || $0.name == "tld" } == false)
+
+            // A Domain equal to the host is kept for it (and its subdomains).
+            _ = try await get(client, byName, "jar/wide")
+            let sent8 = try await get(client, byName, "jar/echo")
+
+            #expect(sent8 == "wide=1")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aSecureCookieIsRefusedOverPlainHTTP(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            _ = try await get(client, url, "jar/secure")
+            let sent9 = try await get(client, url, "jar/echo")
+
+            #expect(sent9 == "plain=1")
+            #expect(client.configuration.cookies?.cookies.map(\.name) == ["plain"])
+        }
+    }
+
+    /// A Secure cookie set over https stays with https: a plain request to the same host does
+    /// not carry it, while the cookie that is not Secure goes to both.
+    @Test func aSecureCookieSetOverHTTPSIsNotSentOverPlainHTTP() async throws {
+        let certificates = try TestCertificates()
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates([certificates.authority])
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.tlsConfiguration = tls
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        try await TLSTestServer.with(certificates, CookieRoutes.install) { secureURL in
+            try await TestServer.with(CookieRoutes.install) { plainURL in
+                let plainPort = try #require(plainURL.port)
+                let plainByName = try #require(URL(string: "http://localhost:\(plainPort)"))
+                let client = Client(baseURL: secureURL, transport: transport)
+                _ = try await get(client, secureURL, "jar/secure")
+                let sent10 = try await get(client, secureURL, "jar/echo")
+
+                #expect(sent10 == "token=s3cret; plain=1")
+                let sent11 = try await get(client, plainByName, "jar/echo")
+
+                #expect(sent11 == "plain=1")
+            }
+        }
+        try await transport.shutdown()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func eachRedirectHopStoresAndSendsTheCookiesOfItsOwnURL(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let port = try #require(url.port)
+            let client = Client(baseURL: url, transport: kind.transport)
+            _ = try await get(client, url, "jar/login")
+            // The 302 sets `hop`, and the next hop (same host) carries it with the session.
+            let sent12 = try await get(client, url, "jar/redirect")
+
+            #expect(sent12 == "session=abc123; hop=1")
+            // To another host: that host has no cookies, and the first host's do not follow.
+            let elsewhere = "http://localhost:\(port)/jar/echo"
+            let response = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "jar/redirect").appending(queryItems: [.init(name: "to", value: elsewhere)])))
+            #expect(String(decoding: response.body, as: UTF8.self) == "")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aClientWithoutAJarKeepsAndSendsNothing(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport) { $0.cookies = nil }
+            _ = try await get(client, url, "jar/login")
+            let sent13 = try await get(client, url, "jar/echo")
+
+            #expect(sent13 == "")
+            // A Cookie field the caller sets is sent as it is.
+            var request = try Trellis.Request(method: .get, url: url.appending(path: "jar/echo"))
+            try request.setHeader("Cookie", "mine=1")
+            #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "mine=1")
+        }
+    }
+
+    /// A server sending 200 cookies and one of 5,000 bytes: the jar keeps 50 for the host and
+    /// refuses the oversized one.
+    @Test(arguments: TransportKind.allCases)
+    func aFloodOfCookiesIsBounded(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            _ = try await get(client, url, "jar/flood")
+            let kept = try #require(client.configuration.cookies?.cookies)
+            #expect(kept.count == CookieJar.maximumCookiesPerDomain)
+            #expect(!kept.contains { $0.name == "huge" })
+            // The newest are kept.
+            #expect(kept.contains { $0.name == "flood199" })
+            #expect(!kept.contains { $0.name == "flood0" })
+        }
+    }
+
+    @Test func aFileBackedJarSurvivesANewClientAndIsPrivate() async throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-cookies-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appending(path: "cookies.json")
+        try await TestServer.with(CookieRoutes.install) { url in
+            let first = Client(baseURL: url) { $0.cookies = try? CookieJar(persistingTo: file) }
+            _ = try await get(first, url, "jar/login")
+            let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+
+            // A new jar on the same file: the persistent cookie is back, the session one is not.
+            let second = Client(baseURL: url) { $0.cookies = try? CookieJar(persistingTo: file) }
+            #expect(second.configuration.cookies != nil)
+            let sent14 = try await get(second, url, "jar/prefs/echo")
+
+            #expect(sent14 == "theme=dark")
+            // No temporary file is left beside it.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["cookies.json"])
+        }
+        // A file that is not a jar (cut short by something other than Trellis) is refused.
+        try Data("[{\"name\":".utf8).write(to: file)
+        let error = #expect(throws: TrellisError.self) { try CookieJar(persistingTo: file) }
+        guard case .fileFailed(let failure) = error else {
+            Issue.record("expected fileFailed, got \(String(describing: error))")
+            return
+        }
+        #expect(failure.reason.contains("not a cookie jar"))
+    }
+}
+
+@Suite("Set-Cookie parsing (RFC 6265)")
+struct SetCookieParsingTests {
+    private func jar(storing fields: [String], from url: String) throws -> CookieJar {
+        let jar = CookieJar()
+        for field in fields { jar.add(setCookie: field, from: try #require(URL(string: url))) }
+        return jar
+    }
+
+    @Test func expiresIsReadInTheFormsServersSend() throws {
+        for form in ["Wed, 21 Oct 2037 07:28:00 GMT", "Wednesday, 21-Oct-37 07:28:00 GMT", "Wed Oct 21 07:28:00 2037", "21 Oct 2037 07:28:00"] {
+            #expect(CookieDate.parse(form) == Date(timeIntervalSince1970: 2_139_722_880), "\(form)")
+        }
+        for unreadable in ["soon", "Wed, 31 Feb 2037 07:28:00 GMT", "Wed, 21 Oct 1600 07:28:00 GMT", "Wed, 21 Oct 2037 25:00:00 GMT"] {
+            #expect(CookieDate.parse(unreadable) == nil, "\(unreadable)")
+        }
+        // An unreadable date leaves a session cookie; a far one is capped at 400 days.
+        #expect(try jar(storing: ["a=1; Expires=soon"], from: "https://api.example.com/").cookies.first?.expiresAt == nil)
+        let far = try #require(try jar(storing: ["a=1; Expires=Wed, 21 Oct 2999 07:28:00 GMT"], from: "https://api.example.com/").cookies.first?.expiresAt)
+        #expect(far <= Date().addingTimeInterval(400 * 86_400))
+    }
+
+    @Test func foldedSetCookieFieldsAreSplitWhereANewCookieStarts() {
+        #expect(SetCookieParser.unfolded("a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT, b=2; Path=/, c=3") == [
+            "a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT", "b=2; Path=/", "c=3",
+        ])
+        #expect(SetCookieParser.unfolded("token=s3cret; Path=/; Secure") == ["token=s3cret; Path=/; Secure"])
+    }
+
+    @Test func maxAgeWinsOverExpiresAndAPastDateDeletes() throws {
+        let jar = try jar(storing: ["a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Max-Age=60"], from: "https://api.example.com/")
+        let expiry = try #require(jar.cookies.first?.expiresAt)
+        #expect(expiry.timeIntervalSinceNow < 120)
+        let deleted = jar.add(setCookie: "a=1; Expires=Thu, 01 Jan 1970 00:00:00 GMT", from: try #require(URL(string: "https://api.example.com/")))
+        #expect(deleted)
+        #expect(jar.cookies.isEmpty)
+    }
+
+    @Test func domainsAndPathsAreScopedAsTheRFCSays() throws {
+        let jar = try jar(
+            storing: ["parent=1; Domain=.example.com; Path=/", "host=1", "deep=1; Path=/v1/users", "relative=1; Path=v1"],
+            from: "https://api.example.com/v1/items"
+        )
+        func names(_ url: String) throws -> [String] { jar.cookies(for: try #require(URL(string: url))).map(\.name).sorted() }
+        #expect(try names("https://api.example.com/v1/x") == ["host", "parent", "relative"])
+        // Without Path, a cookie belongs to the request's directory.
+        #expect(try names("https://api.example.com/") == ["parent"])
+        #expect(try names("https://www.example.com/") == ["parent"])
+        #expect(try names("https://api.example.com/v1/users/7") == ["deep", "host", "parent", "relative"])
+        #expect(try names("https://api.example.com/v1/usersx") == ["host", "parent", "relative"])
+        #expect(try names("https://example.org/") == [])
+        // A path without a leading slash falls back to the request's directory.
+        #expect(jar.cookies.first { $0.name == "relative" }?.path == "/v1")
+    }
+
+    @Test func malformedAndOversizedCookiesAreRefused() throws {
+        let jar = try jar(
+            storing: ["novalue", "=empty", "bad name=1", "ctl=a\u{7}b", "big=" + String(repeating: "x", count: 4100), "ok=1"],
+            from: "https://api.example.com/"
+        )
+        #expect(jar.cookies.map(\.name) == ["ok"])
+    }
+
+    @Test func anIPAddressHostKeepsItsCookiesToItself() throws {
+        let jar = try jar(storing: ["a=1; Domain=127.0.0.1", "b=1; Domain=0.0.1"], from: "http://127.0.0.1/")
+        #expect(jar.cookies.map(\.name) == ["a"])
+        #expect(jar.cookies.first?.isHostOnly == true)
+    }
+}
