@@ -108,6 +108,13 @@ func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestConte
     router.post("posts") { request, context in
         try json(await store.add(try await request.decode(as: NewPost.self, context: context)), status: .created)
     }
+    // Cookies: the first visit sets one, later requests show what they carried.
+    router.get("visit/start") { _, _ in
+        Hummingbird.Response(status: .ok, headers: [.setCookie: "visitor=ada; Path=/visit; Max-Age=600; HttpOnly"])
+    }
+    router.get("visit/again") { request, _ in
+        "you sent: \(request.headers[.cookie] ?? "no cookie")"
+    }
     router.delete("posts/:id") { _, context in
         let id = try context.parameters.require("id", as: Int.self)
         return await store.remove(id) ? Hummingbird.Response(status: .noContent) : notFound(id)
@@ -172,6 +179,15 @@ func tour(_ baseURL: URL) async throws {
     var request = try Trellis.Request(method: .get, url: baseURL.appending(path: "posts"))
     try request.setHeader("Authorization", "Bearer secret")
     print(request.cURLDescription.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+
+    step("Cookies: what the server sets is kept and sent back where it applies")
+    let visitor = Client(baseURL: baseURL)
+    _ = try await visitor.data(for: Trellis.Request(method: .get, url: baseURL.appending(path: "visit/start")))
+    for cookie in visitor.configuration.cookies?.cookies ?? [] {
+        print("  kept \(cookie.name) for \(cookie.domain)\(cookie.path), HttpOnly \(cookie.isHTTPOnly)")
+    }
+    let again = try await visitor.data(for: Trellis.Request(method: .get, url: baseURL.appending(path: "visit/again")))
+    print("  the server says: \(String(decoding: again.body, as: UTF8.self))")
 
     step("Bad input is refused before anything is sent")
     do {
