@@ -244,6 +244,55 @@ extension YggdrasilEndpointTests {
         }
     }
 
+    /// The parameter and error cases a `@Service` endpoint is tested with, for endpoint values.
+    @Test(arguments: TransportKind.allCases)
+    func endpointParametersAreEncodedAndErrorsReportedAsAServicesAre(_ kind: TransportKind) async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let server = url.absoluteString
+            let missing: Int? = nil
+            let page: Int? = 2
+            let query = Endpoint(baseUrl: server, path: "/echo/search", parameters: [
+                "q": "café & crème = 100% +1",
+                "tags": ["a b", "c/d"],
+                "page": page,
+                "missing": missing,
+                "flag": true,
+                "at": Date(timeIntervalSince1970: 1.5),
+            ])
+            let echoed = try await client.value(for: query, as: Echo.self)
+            #expect(echoed.values(of: "q") == ["café & crème = 100% +1"])
+            #expect(echoed.values(of: "tags") == ["a b", "c/d"])
+            #expect(echoed.values(of: "page") == ["2"])
+            #expect(echoed.values(of: "missing") == [])
+            #expect(echoed.values(of: "flag") == ["true"])
+            #expect(echoed.values(of: "at") == ["1970-01-01T00:00:01.500Z"])
+
+            // In a form body the same values, form-encoded.
+            let form = Endpoint(baseUrl: server, path: "/echo/form", method: .put, parameters: ["q": "a+b c", "missing": missing])
+            let posted = try await client.value(for: form, as: Echo.self)
+            #expect(posted.body == "q=a%2Bb+c")
+
+            // A status outside 2xx is unacceptableStatus, its problem details decoded.
+            let problem = Endpoint(baseUrl: server, path: "/problem")
+            let error = await #expect(throws: TrellisError.self) { try await client.value(for: problem, as: Echo.self) }
+            guard case .unacceptableStatus(let failure) = error else {
+                Issue.record("expected unacceptableStatus, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.status.code == 422)
+            #expect(failure.problem?.detail == "Item 7 is sold out")
+
+            // A body that is not the type asked for is decodingFailed, with the body.
+            let text = Endpoint(baseUrl: server, path: "/text")
+            let decoding = await #expect(throws: TrellisError.self) { try await client.value(for: text, as: Echo.self) }
+            guard case .decodingFailed = decoding else {
+                Issue.record("expected decodingFailed, got \(String(describing: decoding))")
+                return
+            }
+        }
+    }
+
     /// An endpoint value is cancelled as a service's call is: the task's cancellation closes
     /// the connection and the call throws `CancellationError`.
     @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
@@ -317,6 +366,41 @@ struct YggdrasilTaskTests {
             let results = try await tasks.awaitAll()
             #expect(results["a"]?.count == 17)
             #expect(results["b"].map { String(decoding: $0, as: UTF8.self) } == "héllo, world")
+        }
+    }
+
+    /// "Each task has a type parameter which defines the expected return type… These return
+    /// types must comply to the `Parsable` protocol": a task of an image made by its own
+    /// function, of a `Decodable` type made Parsable by an empty extension, and of one that is
+    /// both and parses itself.
+    @Test(arguments: TransportKind.allCases)
+    func tasksMakeParsableTypesWithTheirOwnFunction(_ kind: TransportKind) async throws {
+        try await TestServer.with({ router in
+            Self.install(router)
+            router.get("uuid") { _, _ in
+                Hummingbird.Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"uuid": "0a4f"}"#)))
+            }
+        }) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let server = url.absoluteString
+
+            let image = try await DataTask<Image>(url: server + "/image", client: client).value
+            #expect(image.width == 1024 && image.height == 1024)
+            let fromEndpoint = try await DataTask<Image>(endpoint: Endpoint(baseUrl: server, path: "/image"), client: client).value
+            #expect(fromEndpoint.width == 1024)
+            let uuid = try await DataTask<HttpBinUUID>(url: server + "/uuid", client: client).value
+            #expect(uuid.uuid == "0a4f")
+            let shouting = try await UploadTask<Shouting>(url: server + "/echo/body", dataToUpload: .data(Data("quiet".utf8)), client: client).value
+            #expect(shouting.text.contains("\"METHOD\":\"POST\""))
+
+            // What parseData throws reaches the task's caller as decodingFailed, with the body.
+            let broken = DataTask<Image>(url: server + "/text", client: client)
+            let error = await #expect(throws: TrellisError.self) { try await broken.value }
+            guard case .decodingFailed(let failure) = error else {
+                Issue.record("expected decodingFailed, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.bodyExcerpt == "héllo, world")
         }
     }
 

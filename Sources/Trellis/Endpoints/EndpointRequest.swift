@@ -58,17 +58,28 @@ extension Request {
         if retryCount > 0 { maximumRetries = retryCount }
     }
 
-    /// Names and values in the order of the names, arrays repeating their name.
+    /// Names and values in the order of the names, arrays repeating their name. A `nil`
+    /// (an `Optional` put in the `[String: Any]`) is left out, as a service leaves out a `nil`
+    /// argument, rather than sent as the text "nil".
     private static func parameterPairs(_ parameters: [String: Any]) -> [(name: String, value: String)] {
         var pairs: [(name: String, value: String)] = []
         for (name, value) in parameters.sorted(by: { $0.key < $1.key }) {
+            guard let value = unwrapped(value) else { continue }
             if let values = value as? [Any] {
-                pairs += values.map { (name, text(of: $0)) }
+                pairs += values.compactMap(unwrapped).map { (name, text(of: $0)) }
             } else {
                 pairs.append((name, text(of: value)))
             }
         }
         return pairs
+    }
+
+    /// The value inside any number of `Optional`s, or `nil`.
+    private static func unwrapped(_ value: Any) -> Any? {
+        let mirror = Mirror(reflecting: value)
+        guard mirror.displayStyle == .optional else { return value is NSNull ? nil : value }
+        guard let wrapped = mirror.children.first?.value else { return nil }
+        return unwrapped(wrapped)
     }
 
     private static func text(of value: Any) -> String {

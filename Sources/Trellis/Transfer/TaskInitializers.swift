@@ -35,51 +35,106 @@ public struct MultipartFormDataRequest: Sendable {
 /// Yggdrasil's name for a multipart upload task.
 public typealias MultipartFormDataUploadTask<Value: Sendable> = TransferTask<Value>
 
+// Yggdrasil's task types take a `Parsable` type parameter, and Trellis's a `Decodable` one too:
+// one set of initializers for each, the body shared in `TransferTask.init(_:client:reading:)`.
+
 extension TransferTask where Success: Decodable {
     /// A `GET` of `url`, its body decoded as `Success` (`DataTask<Data>(url:)`).
     public init(url: String, client: Client = .shared) {
-        self.init(making: { try Request(url: url) }) { client.dataTask(for: $0, as: Success.self) }
+        self.init(.url(url), client: client, reading: .decoded)
     }
 
     /// The request `endpoint` describes, its body decoded as `Success`.
     public init(endpoint: some EndpointType, client: Client = .shared) {
-        self.init(making: { try Request(endpoint: endpoint) }) { client.dataTask(for: $0, as: Success.self) }
+        self.init(.endpoint(endpoint), client: client, reading: .decoded)
     }
 
     /// A `POST` of `dataToUpload` to `url`, the response decoded as `Success`
     /// (`UploadTask<JSONDictionary>(url:dataToUpload:)`).
     public init(url: String, dataToUpload: UploadSource, client: Client = .shared) {
-        self.init(making: {
-            var request = try Request(url: url)
-            request.method = .post
-            return request
-        }) { request in
-            switch dataToUpload {
-            case .data(let data): return client.uploadTask(for: request, from: RequestBody(data), as: Success.self)
-            case .file(let file):
-                do {
-                    return try client.uploadTask(for: request, fromFile: file, as: Success.self)
-                } catch {
-                    return TransferTask { _ in throw error }
-                }
-            }
-        }
+        self.init(.upload(url, dataToUpload), client: client, reading: .decoded)
     }
 
     /// The multipart upload `request` describes (`MultipartFormDataUploadTask<Data>(request:)`).
     public init(request: MultipartFormDataRequest, client: Client = .shared) {
-        self.init(making: { try Request(endpoint: request.endpoint) }) { outgoing in
-            var form = MultipartForm()
-            form.addData(request.dataName, request.data, fileName: request.dataName, mimeType: request.mediaType)
-            return client.multipartUploadTask(for: outgoing, form: form, as: Success.self)
-        }
+        self.init(.multipart(request), client: client, reading: .decoded)
+    }
+}
+
+extension TransferTask where Success: Parsable {
+    /// A `GET` of `url`, its body made by `Success.parseData(_:)` (`DataTask<Image>(url:)`).
+    public init(url: String, client: Client = .shared) {
+        self.init(.url(url), client: client, reading: .parsed)
     }
 
-    /// A task made by `task` for the request `make` builds, or one that fails with the
-    /// error of building it when it is awaited, as a task of Yggdrasil's would.
-    private init(making make: () throws -> Request, _ task: (Request) -> TransferTask<Success>) {
+    /// The request `endpoint` describes, its body made by `Success.parseData(_:)`.
+    public init(endpoint: some EndpointType, client: Client = .shared) {
+        self.init(.endpoint(endpoint), client: client, reading: .parsed)
+    }
+
+    /// A `POST` of `dataToUpload` to `url`, the response made by `Success.parseData(_:)`.
+    public init(url: String, dataToUpload: UploadSource, client: Client = .shared) {
+        self.init(.upload(url, dataToUpload), client: client, reading: .parsed)
+    }
+
+    /// The multipart upload `request` describes, the response made by `Success.parseData(_:)`.
+    public init(request: MultipartFormDataRequest, client: Client = .shared) {
+        self.init(.multipart(request), client: client, reading: .parsed)
+    }
+}
+
+extension TransferTask where Success: Decodable & Parsable {
+    /// As for a ``Parsable`` type: adopting `Parsable` asks for `parseData(_:)`.
+    public init(url: String, client: Client = .shared) {
+        self.init(.url(url), client: client, reading: .parsed)
+    }
+
+    /// As for a ``Parsable`` type.
+    public init(endpoint: some EndpointType, client: Client = .shared) {
+        self.init(.endpoint(endpoint), client: client, reading: .parsed)
+    }
+
+    /// As for a ``Parsable`` type.
+    public init(url: String, dataToUpload: UploadSource, client: Client = .shared) {
+        self.init(.upload(url, dataToUpload), client: client, reading: .parsed)
+    }
+
+    /// As for a ``Parsable`` type.
+    public init(request: MultipartFormDataRequest, client: Client = .shared) {
+        self.init(.multipart(request), client: client, reading: .parsed)
+    }
+}
+
+/// What a Yggdrasil task sends.
+enum TaskSource {
+    case url(String)
+    case endpoint(any EndpointType)
+    case upload(String, UploadSource)
+    case multipart(MultipartFormDataRequest)
+}
+
+extension TransferTask {
+    /// The task for `source`, or one that fails with the error of building its request when
+    /// it is awaited, as a task of Yggdrasil's would.
+    init(_ source: TaskSource, client: Client, reading: BodyReading<Success>) {
         do {
-            self = task(try make())
+            switch source {
+            case .url(let url):
+                self = client.dataTask(for: try Request(url: url), reading: reading)
+            case .endpoint(let endpoint):
+                self = client.dataTask(for: try Request(endpoint: endpoint), reading: reading)
+            case .upload(let url, let upload):
+                var request = try Request(url: url)
+                request.method = .post
+                switch upload {
+                case .data(let data): self = client.uploadTask(for: request, from: RequestBody(data), reading: reading)
+                case .file(let file): self = client.uploadTask(for: request, from: try RequestBody(fileAt: file), reading: reading)
+                }
+            case .multipart(let multipart):
+                var form = MultipartForm()
+                form.addData(multipart.dataName, multipart.data, fileName: multipart.dataName, mimeType: multipart.mediaType)
+                self = client.multipartUploadTask(for: try Request(endpoint: multipart.endpoint), form: form, reading: reading)
+            }
         } catch {
             self.init { _ in throw error }
         }
