@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        // gzip and deflate (zlib) for response bodies and compressed request bodies.
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         // Tests only: the in-process test server. SwiftPM resolves no test-only dependency
         // for an app that depends on Trellis; the demo and the benchmarks, whose servers would
         // count, are packages of their own (`Demo/`, `Benchmarks/`).
@@ -75,6 +77,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ],
             swiftSettings: strictSettings
         ),
@@ -137,6 +140,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "CompressNIO", package: "compress-nio"),
                 "TrellisOpenAPI",
                 "TrellisOpenAPIFixture",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),

@@ -44,6 +44,8 @@ extension Client {
         /// give one to share or one kept in a file (``CookieJar/init(persistingTo:)``); `nil`
         /// keeps and sends no cookies.
         public var cookies: CookieJar? = CookieJar()
+        /// Compressed responses (asked for and decoded, with a bomb's ratio refused).
+        public var compression = Compression()
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

@@ -43,6 +43,12 @@ public struct Request: Sendable {
         get { checks?.acceptedStatuses }
         set { updateChecks { $0.acceptedStatuses = newValue } }
     }
+    /// Whether the body is sent compressed with gzip (`Content-Encoding: gzip`), for servers
+    /// that accept it; off by default, since many do not.
+    public var compressesBody: Bool {
+        get { checks?.compressesBody ?? false }
+        set { updateChecks { $0.compressesBody = newValue } }
+    }
     /// Checks made before this request is sent, after the client's.
     public var preconditions: [RequestPrecondition] {
         get { checks?.preconditions ?? [] }
@@ -67,6 +73,7 @@ public struct Request: Sendable {
         let preconditions: [RequestPrecondition]
         let validations: [ResponseValidation]
         let sensitiveQueryNames: Set<String>
+        let compressesBody: Bool
 
         init(_ values: MutableChecks) {
             self.retryPolicy = values.retryPolicy
@@ -75,6 +82,7 @@ public struct Request: Sendable {
             self.preconditions = values.preconditions
             self.validations = values.validations
             self.sensitiveQueryNames = values.sensitiveQueryNames
+            self.compressesBody = values.compressesBody
         }
     }
 
@@ -85,6 +93,7 @@ public struct Request: Sendable {
         var preconditions: [RequestPrecondition] = []
         var validations: [ResponseValidation] = []
         var sensitiveQueryNames: Set<String> = []
+        var compressesBody = false
     }
 
     private mutating func updateChecks(_ change: (inout MutableChecks) -> Void) {
@@ -94,7 +103,8 @@ public struct Request: Sendable {
             acceptedStatuses: checks?.acceptedStatuses,
             preconditions: checks?.preconditions ?? [],
             validations: checks?.validations ?? [],
-            sensitiveQueryNames: checks?.sensitiveQueryNames ?? []
+            sensitiveQueryNames: checks?.sensitiveQueryNames ?? [],
+            compressesBody: checks?.compressesBody ?? false
         )
         change(&values)
         checks = Checks(values)

@@ -58,6 +58,10 @@ final class Pipeline: Sendable {
         if let jar = configuration.cookies {
             stages.append(CookieStage(jar: jar, logger: configuration.logger))
         }
+        stages.append(CompressionStage(
+            settings: configuration.compression,
+            transportDecodes: (settings.transport as? any ContentDecodingTransport)?.decodesContentEncoding ?? false
+        ))
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }

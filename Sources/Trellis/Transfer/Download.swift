@@ -207,6 +207,9 @@ struct Download {
             request.headerFields[.range] = nil
             request.headerFields[.ifRange] = nil
         }
+        // The file holds the bytes as the server has them, so that a resumed download's range
+        // counts the same bytes: no compression is asked for.
+        if request.headerFields[.acceptEncoding] == nil { request.headerFields[.acceptEncoding] = "identity" }
         return try await client.send(request)
     }
 

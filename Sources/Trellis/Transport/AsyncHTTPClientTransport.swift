@@ -40,6 +40,9 @@ public final class AsyncHTTPClientTransport: Transport {
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedClients: [HTTPClient]
+    /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
+    /// so the client's compression stage must not decode them again.
+    let decodesContentEncoding: Bool
 
     /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
     ///
@@ -55,6 +58,7 @@ public final class AsyncHTTPClientTransport: Transport {
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.ownsClient = true
         self.pinning = pinning
+        if case .enabled = configuration.decompression { self.decodesContentEncoding = true } else { self.decodesContentEncoding = false }
         self.pinnedClients = (pinning?.hosts ?? []).map { pins in
             HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, checking: pins))
         }
@@ -70,12 +74,15 @@ public final class AsyncHTTPClientTransport: Transport {
         self.init(configuration: configuration, pinning: pinning)
     }
 
-    /// A transport over an `HTTPClient` you manage (and shut down) yourself.
+    /// A transport over an `HTTPClient` you manage (and shut down) yourself. Trellis decodes
+    /// compressed bodies itself; leave the client's `decompression` disabled (its default), or
+    /// turn the client's ``Client/Configuration/Compression/decodesResponses`` off.
     public init(httpClient: HTTPClient) {
         self.httpClient = httpClient
         self.ownsClient = false
         self.pinning = nil
         self.pinnedClients = []
+        self.decodesContentEncoding = false
     }
 
     deinit {
@@ -386,3 +393,5 @@ private struct RequestBodyChunks: AsyncSequence, Sendable {
         body.makeChunkIterator()
     }
 }
+
+extension AsyncHTTPClientTransport: ContentDecodingTransport {}

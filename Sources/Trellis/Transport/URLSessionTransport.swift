@@ -381,3 +381,8 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         #endif
     }
 }
+
+/// URLSession decodes gzip and deflate bodies itself, and cannot be told not to.
+extension URLSessionTransport: ContentDecodingTransport {
+    var decodesContentEncoding: Bool { true }
+}

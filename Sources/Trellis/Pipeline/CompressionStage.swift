@@ -1,0 +1,47 @@
+import HTTPTypes
+
+/// Asks for compressed responses and decodes them, and compresses a request body that asks for
+/// it, on each hop: the behaviour is Trellis's on every transport.
+///
+/// A request that sets its own `Accept-Encoding` (a download, which resumes by byte ranges of
+/// what the server sends, or a caller who wants the bytes as sent) gets the body untouched.
+struct CompressionStage: OptionalStage {
+    let settings: Client.Configuration.Compression
+    /// Whether the transport decodes bodies itself (URLSession always does).
+    let transportDecodes: Bool
+
+    func isNeeded(for request: Request) -> Bool {
+        settings.decodesResponses || transportDecodes || request.compressesBody
+    }
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        var request = request
+        if request.compressesBody, let body = request.body, request.headerFields[.contentEncoding] == nil {
+            request.body = ContentEncoder.gzipped(body)
+            request.headerFields[.contentEncoding] = "gzip"
+            request.headerFields[.contentLength] = nil
+        }
+        let asked = settings.decodesResponses && request.headerFields[.acceptEncoding] == nil
+        if asked { request.headerFields[.acceptEncoding] = ContentDecoder.acceptedEncodings }
+        let response = try await next(request)
+        guard asked || transportDecodes,
+            let encoding = response.headerFields[.contentEncoding],
+            let algorithm = ContentDecoder.algorithm(for: encoding),
+            request.method != .head,
+            response.status.code != 204, response.status.code != 304
+        else { return response }
+        // The body the caller reads is decoded: its headers say so.
+        var head = response.head
+        let announced = head.headerFields[.contentLength].flatMap { Int64($0) }
+        head.headerFields[.contentEncoding] = nil
+        head.headerFields[.contentLength] = nil
+        if transportDecodes {
+            return Response(head: head, body: ContentDecoder.guarded(response.body, announcedLength: announced, limits: settings))
+        }
+        let host = request.head.authority ?? ""
+        return Response(head: head, body: ContentDecoder.decoded(response.body, algorithm: algorithm, limits: settings, host: host))
+    }
+}

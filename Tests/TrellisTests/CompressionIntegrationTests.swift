@@ -1,0 +1,154 @@
+import CompressNIO
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+import Trellis
+
+/// Routes that answer compressed, and one that reads a compressed request body.
+private final class CompressedRoutes: Sendable {
+    static let post = #"{"id":7,"title":"Compressed","body":"\#(String(repeating: "all work and no play ", count: 200))"}"#
+    /// 64 MiB of zeros, gzipped: about 64 KB that inflate a thousandfold.
+    let bomb: ByteBuffer
+    let acceptEncodings = NIOLockedValueBox<[String]>([])
+
+    init() throws {
+        var zeros = ByteBufferAllocator().buffer(capacity: 64 << 20)
+        zeros.writeRepeatingByte(0, count: 64 << 20)
+        bomb = try zeros.compress(with: .gzip())
+    }
+
+    static func compressed(_ text: String, _ algorithm: CompressionAlgorithm) throws -> ByteBuffer {
+        var buffer = ByteBuffer(string: text)
+        return try buffer.compress(with: algorithm)
+    }
+
+    func install(_ router: Router<BasicRequestContext>) {
+        router.get("z/gzip") { request, _ in
+            self.acceptEncodings.withLockedValue { $0.append(request.headers[.acceptEncoding] ?? "") }
+            return Self.answer(try Self.compressed(Self.post, .gzip()), encoding: "gzip")
+        }
+        router.get("z/deflate") { _, _ in Self.answer(try Self.compressed(Self.post, .zlib()), encoding: "deflate") }
+        router.get("z/bomb") { _, _ in Self.answer(self.bomb, encoding: "gzip") }
+        router.get("z/cut") { _, _ in
+            var whole = try Self.compressed(Self.post, .gzip())
+            return Self.answer(whole.readSlice(length: whole.readableBytes / 2)!, encoding: "gzip")
+        }
+        router.get("z/corrupt") { _, _ in Self.answer(ByteBuffer(string: "this is not gzip at all"), encoding: "gzip") }
+        router.post("z/upload") { request, _ in
+            var body = try await request.body.collect(upTo: 1 << 20)
+            let encoding = request.headers[.contentEncoding] ?? "identity"
+            let text = encoding == "gzip" ? String(buffer: try body.decompress(with: .gzip())) : String(buffer: body)
+            return "\(encoding) \(body.readableBytes) \(text)"
+        }
+    }
+
+    private static func answer(_ body: ByteBuffer, encoding: String) -> Hummingbird.Response {
+        Hummingbird.Response(
+            status: .ok,
+            headers: [.contentType: "application/json", .contentEncoding: encoding, .contentLength: String(body.readableBytes)],
+            body: .init(byteBuffer: body)
+        )
+    }
+}
+
+private struct CompressedPost: Decodable, Equatable {
+    let id: Int
+    let title: String
+    let body: String
+}
+
+@Suite("Compression: gzip and deflate on both transports")
+struct CompressionIntegrationTests {
+    private func get(_ url: URL, _ path: String) throws -> Trellis.Request {
+        try Trellis.Request(method: .get, url: url.appending(path: path))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func gzipAndDeflateBodiesAreAskedForAndDecoded(_ kind: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            for path in ["z/gzip", "z/deflate"] {
+                let response = try await client.response(for: get(url, path), as: CompressedPost.self)
+                #expect(response.body.id == 7, "\(path)")
+                #expect(response.body.body.hasPrefix("all work and no play"), "\(path)")
+                // The caller reads a decoded body, and its headers say so.
+                #expect(response.headerFields[.contentEncoding] == nil, "\(path)")
+            }
+            #expect(routes.acceptEncodings.withLockedValue { $0 }.allSatisfy { $0.contains("gzip") })
+        }
+    }
+
+    /// 64 KB that inflate to 64 MiB: stopped at the ratio limit (250 times), long before.
+    @Test(arguments: TransportKind.allCases)
+    func aCompressionBombStopsAtTheRatioLimit(_ kind: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(url, "z/bomb")) }
+            guard case .responseTooLarge(let tooLarge) = error else {
+                Issue.record("expected responseTooLarge, got \(String(describing: error))")
+                return
+            }
+            #expect(tooLarge.subject.contains("decompressed"))
+            #expect(tooLarge.limit < 64 << 20)
+
+            // With the ratio raised, the same body is read whole (it is within the body limit).
+            let lenient = Client(baseURL: url, transport: kind.transport) {
+                $0.compression.maximumRatio = 2000
+                $0.limits.maximumBodySize = 65 << 20
+            }
+            let bombBytes = try await lenient.data(for: get(url, "z/bomb")).body.count
+            #expect(bombBytes == 64 << 20)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRequestBodyIsSentGzippedWhenAsked(_ kind: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            let text = String(repeating: "compress me ", count: 500)
+            var request = try Trellis.Request(method: .post, url: url.appending(path: "z/upload"), body: Trellis.RequestBody(text))
+            request.compressesBody = true
+            let answer = String(decoding: try await client.data(for: request).body, as: UTF8.self)
+            let parts = answer.split(separator: " ", maxSplits: 2)
+            #expect(parts.first == "gzip")
+            #expect((Int(parts[1]) ?? .max) < text.utf8.count / 10)
+            #expect(parts.last.map(String.init) == text)
+
+            request.compressesBody = false
+            #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self).hasPrefix("identity \(text.utf8.count) "))
+        }
+    }
+
+    /// Trellis decodes over AsyncHTTPClient, so it also judges what it decodes.
+    @Test func aCutOrCorruptBodyFailsAndACallersOwnAcceptEncodingGetsTheBytesAsSent() async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url, transport: TransportKind.asyncHTTPClient.transport)
+            for (path, words) in [("z/cut", "ended before"), ("z/corrupt", "not valid")] {
+                let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(url, path)) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("expected connectionFailed for \(path), got \(String(describing: error))")
+                    continue
+                }
+                #expect(failure.reason.contains(words), "\(path): \(failure.reason)")
+            }
+            var raw = try get(url, "z/gzip")
+            try raw.setHeader("Accept-Encoding", "gzip")
+            let response = try await client.data(for: raw)
+            #expect(response.headerFields[.contentEncoding] == "gzip")
+            var body = ByteBuffer(data: response.body)
+            #expect(String(buffer: try body.decompress(with: .gzip())) == CompressedRoutes.post)
+
+            // Off, nothing is asked for.
+            let plain = Client(baseURL: url, transport: TransportKind.asyncHTTPClient.transport) { $0.compression.decodesResponses = false }
+            _ = try await plain.data(for: get(url, "z/gzip"))
+            #expect(routes.acceptEncodings.withLockedValue { $0 }.last == "")
+        }
+    }
+}
