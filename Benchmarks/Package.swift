@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
+        // The `bomb` suite's compressed body.
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
     ],
     targets: [
         .executableTarget(
@@ -50,6 +52,7 @@ let package = Package(
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 "BenchmarkOpenAPIFixture",
+                .product(name: "CompressNIO", package: "compress-nio"),
             ],
             path: "Sources/trellis-benchmarks",
             swiftSettings: strictSettings

@@ -1,6 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
-// Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth, transfers, realtime, compile. With no argument,
+// Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
+// (and, when named: bomb, allocations, observation), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -47,6 +48,11 @@ do {
             Report.print(
                 "Slow readers: a server pushing \(RealtimeBenchmark.offeredMiB) MiB as fast as it can to a reader taking 1 ms per message",
                 try await RealtimeBenchmark.run(rounds: min(rounds, 3))
+            )
+        case "bomb":
+            Report.print(
+                "A compression bomb: gzip that inflates to \(BombBenchmark.inflatedMiB) MiB (AsyncHTTPClient)",
+                try await BombBenchmark.run()
             )
         case "allocations":
             try await AllocationBreakdown.run()
