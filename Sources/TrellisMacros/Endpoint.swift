@@ -52,6 +52,10 @@ struct Endpoint {
     let retry: (maximum: String, nonIdempotent: String?)?
     /// `@Timeout(duration)`: the duration expression, as source text.
     let timeout: String?
+    /// `@CachePolicy(policy)`: the policy expression, as source text.
+    let cachePolicy: String?
+    /// `@CompressedBody`.
+    let compressesBody: Bool
     /// A conversation rather than one response: `@WebSocket`, or a function returning an
     /// `EventStream`.
     let stream: StreamKind?
@@ -356,6 +360,17 @@ struct Endpoint {
             }
         }
 
+        // Cache policy
+        var cachePolicy: String?
+        if let attribute = attributes.first(where: { attributeName($0) == "CachePolicy" }) {
+            let arguments = attribute.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
+            if let policy = arguments.first, arguments.count == 1, policy.label == nil {
+                cachePolicy = policy.expression.trimmedDescription
+            } else {
+                report(attribute, "cachePolicyArgument", "@CachePolicy takes one policy, as in @CachePolicy(.reload)")
+            }
+        }
+
         // Conversations
         var stream: StreamKind?
         let returnType = function.signature.returnClause?.type
@@ -405,6 +420,8 @@ struct Endpoint {
             isFileUpload: isFileUpload,
             retry: retry,
             timeout: timeout,
+            cachePolicy: cachePolicy,
+            compressesBody: attributes.contains { attributeName($0) == "CompressedBody" },
             stream: stream
         )
     }

@@ -232,6 +232,8 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             if let flag = retry.nonIdempotent { lines.append("__request.retriesNonIdempotentMethods = \(flag)") }
         }
         if let timeout = endpoint.timeout { lines.append("__request.timeout = \(timeout)") }
+        if let cachePolicy = endpoint.cachePolicy { lines.append("__request.cachePolicy = \(cachePolicy)") }
+        if endpoint.compressesBody { lines.append("__request.compressesBody = true") }
         switch (endpoint.download, endpoint.returnKind) {
         case _ where endpoint.stream != nil:
             switch endpoint.stream {

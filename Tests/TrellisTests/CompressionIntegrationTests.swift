@@ -40,8 +40,9 @@ private final class CompressedRoutes: Sendable {
         router.post("z/upload") { request, _ in
             var body = try await request.body.collect(upTo: 1 << 20)
             let encoding = request.headers[.contentEncoding] ?? "identity"
+            let size = body.readableBytes
             let text = encoding == "gzip" ? String(buffer: try body.decompress(with: .gzip())) : String(buffer: body)
-            return "\(encoding) \(body.readableBytes) \(text)"
+            return "\(encoding) \(size) \(text)"
         }
     }
 
@@ -58,6 +59,14 @@ private struct CompressedPost: Decodable, Equatable {
     let id: Int
     let title: String
     let body: String
+}
+
+@Service
+protocol CompressedUploads {
+    @POST("/z/upload")
+    @CompressedBody
+    @Body("text")
+    func upload(text: String) async throws -> String
 }
 
 @Suite("Compression: gzip and deflate on both transports")
@@ -122,6 +131,11 @@ struct CompressionIntegrationTests {
 
             request.compressesBody = false
             #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self).hasPrefix("identity \(text.utf8.count) "))
+
+            // An endpoint marked @CompressedBody sends its body gzipped.
+            let uploaded = try await CompressedUploadsService(client: client).upload(text: text)
+            #expect(uploaded.hasPrefix("gzip "))
+            #expect(uploaded.hasSuffix(" " + text))
         }
     }
 

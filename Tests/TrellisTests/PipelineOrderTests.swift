@@ -37,6 +37,7 @@ struct PipelineOrderTests {
         ) {
             $0.logger = logger
             $0.security.plainHTTP = .refused
+            $0.cache = HTTPCache()
         }
         let names = client.pipeline.stages.map { String(describing: type(of: $0)) }
         #expect(names.filter { $0.hasSuffix("Stage") } == (try readmeStages()))

@@ -46,6 +46,8 @@ extension Client {
         public var cookies: CookieJar? = CookieJar()
         /// Compressed responses (asked for and decoded, with a bomb's ratio refused).
         public var compression = Compression()
+        /// Where responses are cached (RFC 9111); `nil`, the default, caches nothing.
+        public var cache: HTTPCache?
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

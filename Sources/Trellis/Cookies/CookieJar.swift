@@ -1,14 +1,6 @@
 public import Foundation
 import NIOConcurrencyHelpers
 
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// The cookies a ``Client`` keeps (RFC 6265): stored from every `Set-Cookie` a response
 /// carries, sent in `Cookie` with every request whose host, path and scheme they match.
 ///
@@ -219,26 +211,8 @@ private final class PersistentFile: Sendable {
     func save(_ cookies: [Cookie], version: Int) {
         written.withLockedValue { written in
             guard version > written else { return }
-            let persistent = cookies.filter { $0.expiresAt != nil }
-            guard let data = try? JSONEncoder().encode(persistent) else { return }
-            let temporary = path + ".trellis-\(UUID().uuidString)"
-            let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            guard descriptor >= 0 else { return }
-            let complete = data.withUnsafeBytes { bytes -> Bool in
-                guard let base = bytes.baseAddress else { return fsync(descriptor) == 0 }
-                var offset = 0
-                while offset < bytes.count {
-                    let count = write(descriptor, base + offset, bytes.count - offset)
-                    guard count > 0 else { return false }
-                    offset += count
-                }
-                return fsync(descriptor) == 0
-            }
-            close(descriptor)
-            guard complete, rename(temporary, path) == 0 else {
-                unlink(temporary)
-                return
-            }
+            guard let data = try? JSONEncoder().encode(cookies.filter { $0.expiresAt != nil }) else { return }
+            guard (try? FileIO.replaceAtomically(path, with: data)) != nil else { return }
             written = version
         }
     }

@@ -49,6 +49,12 @@ public struct Request: Sendable {
         get { checks?.compressesBody ?? false }
         set { updateChecks { $0.compressesBody = newValue } }
     }
+    /// How this request uses the client's ``HTTPCache``; `nil` follows HTTP's rules
+    /// (``CachePolicy/useCache``).
+    public var cachePolicy: CachePolicy? {
+        get { checks?.cachePolicy }
+        set { updateChecks { $0.cachePolicy = newValue } }
+    }
     /// Checks made before this request is sent, after the client's.
     public var preconditions: [RequestPrecondition] {
         get { checks?.preconditions ?? [] }
@@ -74,6 +80,7 @@ public struct Request: Sendable {
         let validations: [ResponseValidation]
         let sensitiveQueryNames: Set<String>
         let compressesBody: Bool
+        let cachePolicy: CachePolicy?
 
         init(_ values: MutableChecks) {
             self.retryPolicy = values.retryPolicy
@@ -83,6 +90,7 @@ public struct Request: Sendable {
             self.validations = values.validations
             self.sensitiveQueryNames = values.sensitiveQueryNames
             self.compressesBody = values.compressesBody
+            self.cachePolicy = values.cachePolicy
         }
     }
 
@@ -94,6 +102,7 @@ public struct Request: Sendable {
         var validations: [ResponseValidation] = []
         var sensitiveQueryNames: Set<String> = []
         var compressesBody = false
+        var cachePolicy: CachePolicy?
     }
 
     private mutating func updateChecks(_ change: (inout MutableChecks) -> Void) {
@@ -104,7 +113,8 @@ public struct Request: Sendable {
             preconditions: checks?.preconditions ?? [],
             validations: checks?.validations ?? [],
             sensitiveQueryNames: checks?.sensitiveQueryNames ?? [],
-            compressesBody: checks?.compressesBody ?? false
+            compressesBody: checks?.compressesBody ?? false,
+            cachePolicy: checks?.cachePolicy
         )
         change(&values)
         checks = Checks(values)

@@ -45,8 +45,8 @@ extension Request {
 
     /// Yggdrasil's `Request(url:ignoreLocalCache:retryCount:)`: a `GET` of `url`, sent again up
     /// to `retryCount` times after the first attempt, with the waits and statuses of the
-    /// client's retry policy (``maximumRetries``). `ignoreLocalCache` is accepted for the code
-    /// that sets it; Trellis keeps no cache to ignore.
+    /// client's retry policy (``maximumRetries``). `ignoreLocalCache` skips the client's
+    /// ``HTTPCache`` (``CachePolicy/reload``).
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` when `url` is not an absolute `http` or
     ///   `https` URL.
@@ -56,6 +56,7 @@ extension Request {
         }
         try self.init(method: .get, url: parsed)
         if retryCount > 0 { maximumRetries = retryCount }
+        if ignoreLocalCache { cachePolicy = .reload }
     }
 
     /// Names and values in the order of the names, arrays repeating their name. A `nil`

@@ -25,7 +25,7 @@ public protocol RequestType: Sendable {
     /// How many times the request is sent again after the first attempt, with the waits and
     /// statuses of the client's retry policy.
     var retryCount: Int { get }
-    /// Accepted for the code that sets it; Trellis keeps no cache to ignore.
+    /// Whether the request skips the client's ``HTTPCache`` (``CachePolicy/reload``).
     var ignoreLocalCache: Bool { get }
     var preconditions: [RequestPrecondition] { get }
     var responseValidations: [ResponseValidation] { get }
@@ -51,6 +51,7 @@ extension Request {
         }
         if let body = request.body { self.body = RequestBody(body) }
         if request.retryCount > 0 { maximumRetries = request.retryCount }
+        if request.ignoreLocalCache { cachePolicy = .reload }
         preconditions += request.preconditions
         validations += request.responseValidations
     }

@@ -62,6 +62,9 @@ final class Pipeline: Sendable {
             settings: configuration.compression,
             transportDecodes: (settings.transport as? any ContentDecodingTransport)?.decodesContentEncoding ?? false
         ))
+        if let cache = configuration.cache {
+            stages.append(CacheStage(cache: cache))
+        }
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }

@@ -29,6 +29,10 @@ public struct _RequestBuilder {
     /// `@Retry(maximumRetries:retriesNonIdempotentMethods:)`: whether this endpoint is retried even
     /// though its method is not idempotent.
     public var retriesNonIdempotentMethods: Bool?
+    /// `@CachePolicy(policy)`: how this endpoint uses the client's ``HTTPCache``.
+    public var cachePolicy: CachePolicy?
+    /// `@CompressedBody`: whether the body is sent gzipped.
+    public var compressesBody = false
 
     private var formFields: [(name: String, value: String)]?
     private let encoder: JSONEncoder
@@ -307,6 +311,8 @@ public struct _RequestBuilder {
             if let retriesNonIdempotentMethods { policy.retriesNonIdempotentMethods = retriesNonIdempotentMethods }
             request.retryPolicy = policy
         }
+        if let cachePolicy { request.cachePolicy = cachePolicy }
+        if compressesBody { request.compressesBody = true }
         return request
     }
 

@@ -156,6 +156,25 @@ public macro Service(url: String) = #externalMacro(module: "TrellisMacros", type
 @available(*, deprecated, renamed: "Retry(maximumRetries:retriesNonIdempotentMethods:)")
 @attached(peer) public macro Retry(max: Int, retriesNonIdempotentMethods: Bool = false) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 
+/// How the endpoint uses the client's ``HTTPCache``, in place of HTTP's rules
+/// (``CachePolicy/useCache``).
+///
+/// ```swift
+/// @GET("/rates")
+/// @CachePolicy(.reload)      // always asks the server; the answer is still stored
+/// func rates() async throws -> Rates
+/// ```
+@attached(peer) public macro CachePolicy(_ policy: CachePolicy) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
+/// Sends the endpoint's body gzipped (`Content-Encoding: gzip`), for a server that accepts it.
+///
+/// ```swift
+/// @POST("/logs")
+/// @CompressedBody
+/// func upload(@Body _ batch: LogBatch) async throws
+/// ```
+@attached(peer) public macro CompressedBody() = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
+
 /// Gives the endpoint a timeout of its own, in place of the client's
 /// ``Client/Configuration/Timeouts/request``: from sending to the last byte of a buffered
 /// response, or to the head of a streamed one, per attempt. A middleware may still change it.

@@ -151,6 +151,32 @@ enum FileIO {
         unlink(path)
     }
 
+    /// Replaces the file at `path` with `data` in one step: written whole to a new file beside
+    /// it, readable by its owner alone (0600), flushed to disk, then renamed over it. A crash
+    /// or a concurrent writer leaves the old file or a new one, never a part of one.
+    static func replaceAtomically(_ path: String, with data: Data) throws {
+        let temporary = path + ".trellis-\(UUID().uuidString)"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure(temporary, "create") }
+        let written = data.withUnsafeBytes { bytes -> Bool in
+            guard let base = bytes.baseAddress else { return true }
+            var offset = 0
+            while offset < bytes.count {
+                let count = write(descriptor, base + offset, bytes.count - offset)
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+        let synced = written && fsync(descriptor) == 0
+        close(descriptor)
+        guard synced, rename(temporary, path) == 0 else {
+            let error = failure(path, "write")
+            unlink(temporary)
+            throw error
+        }
+    }
+
     /// The chunks of a file's bytes in `range`, read as the transport asks for them.
     static func chunks(of path: String, in range: Range<Int64>) -> ChunkIterator {
         var file: TransferFile?

@@ -34,8 +34,9 @@ public final class URLSessionTransport: Transport {
     /// ``TrellisError/pinningFailed(_:)`` rather than go out unchecked: use
     /// ``AsyncHTTPClientTransport`` for pinning on Linux.
     ///
-    /// The session's own cookie handling is turned off (in a copy of `configuration`): the
-    /// client's ``CookieJar`` decides what is sent, the same over both transports.
+    /// The session's own cookie handling and cache are turned off (in a copy of
+    /// `configuration`): the client's ``CookieJar`` and ``HTTPCache`` decide, the same over
+    /// both transports.
     public init(configuration: URLSessionConfiguration = .default, pinning: CertificatePinning? = nil) {
         let delegate = SessionDelegate(pinning: pinning)
         self.delegate = delegate
@@ -44,6 +45,9 @@ public final class URLSessionTransport: Transport {
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
+        // The client's HTTPCache, when it has one, is the only cache.
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 

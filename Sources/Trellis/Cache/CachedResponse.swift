@@ -1,0 +1,90 @@
+import Foundation
+import HTTPTypes
+
+/// A stored response: its head, what it varies on, when it was received, and the length and
+/// digest of its body (which the disk store checks before serving an entry).
+struct CachedResponse: Codable, Sendable {
+    var url: String
+    var status: Int
+    var reasonPhrase: String
+    var fields: [[String]]
+    /// The request's values of the fields the response's `Vary` names, lowercased names.
+    var varyValues: [String: String]
+    var requestTime: Date
+    var responseTime: Date
+    var bodyLength: Int
+    var bodyDigest: String
+
+    var head: HTTPResponse {
+        var head = HTTPResponse(status: .init(code: status, reasonPhrase: reasonPhrase))
+        for pair in fields where pair.count == 2 {
+            if let name = HTTPField.Name(pair[0]) { head.headerFields.append(HTTPField(name: name, value: pair[1])) }
+        }
+        return head
+    }
+
+    init(url: String, head: HTTPResponse, request: Request, requestTime: Date, responseTime: Date, bodyLength: Int, bodyDigest: String) {
+        self.url = url
+        self.status = head.status.code
+        self.reasonPhrase = head.status.reasonPhrase
+        self.fields = head.headerFields.map { [$0.name.rawName, $0.value] }
+        self.varyValues = Self.varyValues(of: head, for: request)
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.bodyLength = bodyLength
+        self.bodyDigest = bodyDigest
+    }
+
+    /// The names a response varies on, lowercased; `["*"]` for a response that varies on
+    /// everything.
+    static func varyNames(of head: HTTPResponse) -> [String] {
+        head.headerFields[values: .vary].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .filter { !$0.isEmpty }
+    }
+
+    static func varyValues(of head: HTTPResponse, for request: Request) -> [String: String] {
+        var values: [String: String] = [:]
+        for name in varyNames(of: head) {
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            values[name] = request.headerFields[values: fieldName].joined(separator: ", ")
+        }
+        return values
+    }
+
+    /// Whether `request` asks for the same representation (RFC 9111 section 4.1).
+    func matches(_ request: Request) -> Bool {
+        varyValues.allSatisfy { name, value in
+            guard let fieldName = HTTPField.Name(name) else { return false }
+            return request.headerFields[values: fieldName].joined(separator: ", ") == value
+        }
+    }
+
+    /// How long the response is fresh for, from its `max-age` or `Expires`; `nil` when it gave
+    /// neither (it is then revalidated each time).
+    var freshnessLifetime: TimeInterval? {
+        let head = head
+        let control = CacheControl(head.headerFields)
+        if let maxAge = control.maxAge { return TimeInterval(maxAge) }
+        guard let expires = head.headerFields[.expires] else { return nil }
+        // An invalid Expires, "0" included, means already expired (RFC 9111 section 5.3).
+        guard let expiry = HTTPDate.parse(expires) else { return 0 }
+        let date = head.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
+        return expiry.timeIntervalSince(date)
+    }
+
+    /// The response's age now (RFC 9111 section 4.2.3).
+    func currentAge(at now: Date) -> TimeInterval {
+        let head = head
+        let ageValue = head.headerFields[.age].flatMap { TimeInterval($0) } ?? 0
+        let dateValue = head.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
+        let apparentAge = max(0, responseTime.timeIntervalSince(dateValue))
+        let correctedAge = ageValue + responseTime.timeIntervalSince(requestTime)
+        return max(apparentAge, correctedAge) + now.timeIntervalSince(responseTime)
+    }
+
+    func isFresh(at now: Date) -> Bool {
+        guard !CacheControl(head.headerFields).noCache, let lifetime = freshnessLifetime else { return false }
+        return lifetime > currentAge(at: now)
+    }
+}

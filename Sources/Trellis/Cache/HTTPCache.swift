@@ -1,0 +1,139 @@
+public import Foundation
+import Crypto
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// A private HTTP cache (RFC 9111) for a ``Client``: responses to `GET` kept in memory or in a
+/// folder, served without the network while fresh and revalidated with the server
+/// (`If-None-Match`, `If-Modified-Since`) once stale.
+///
+/// Off by default; one setting turns it on:
+///
+/// ```swift
+/// let client = Client(baseURL: url) { $0.cache = HTTPCache(memoryCapacity: 16 << 20) }
+/// let kept = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: cachesFolder) }
+/// ```
+///
+/// Only buffered calls use it (a download streams to its own file); a body larger than
+/// ``maximumEntrySize`` is not stored. Both stores evict the least recently used entries past
+/// their capacity.
+public final class HTTPCache: Sendable {
+    /// The largest body stored.
+    public let maximumEntrySize: Int
+    private let store: any CacheStore
+
+    /// A cache in memory of at most `memoryCapacity` bytes of bodies.
+    public init(memoryCapacity: Int = 16 << 20, maximumEntrySize: Int = 4 << 20) {
+        self.store = MemoryCacheStore(capacity: memoryCapacity)
+        self.maximumEntrySize = maximumEntrySize
+    }
+
+    /// A cache in `directory` (made, readable by its owner alone, when missing) of at most
+    /// `capacity` bytes, which outlives the process and may be shared by clients and
+    /// processes. Each entry is one file, written whole under another name and renamed into
+    /// place, and checked against its SHA-256 when read: a crash or a concurrent writer never
+    /// leaves a part of an entry that would be served.
+    ///
+    /// - Throws: ``TrellisError/fileFailed(_:)`` when the directory cannot be made.
+    public init(directory: URL, capacity: Int = 64 << 20, maximumEntrySize: Int = 4 << 20) throws {
+        self.store = try DiskCacheStore(directory: directory, capacity: capacity)
+        self.maximumEntrySize = maximumEntrySize
+    }
+
+    /// Removes every stored response.
+    public func removeAll() async {
+        await store.removeAll()
+    }
+
+    func lookup(_ key: String) async -> (CachedResponse, ByteBuffer)? {
+        await store.read(key)
+    }
+
+    func save(_ key: String, _ entry: CachedResponse, body: ByteBuffer) async {
+        await store.write(key, entry, body: body)
+    }
+
+    func remove(_ key: String) async {
+        await store.remove(key)
+    }
+
+    static func digest(_ body: ByteBuffer) -> String {
+        hex(SHA256.hash(data: body.readableBytesView))
+    }
+
+    /// Lowercase hexadecimal, in one allocation (a `String(format:)` per byte made storing a
+    /// response cost 30 more).
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+protocol CacheStore: Sendable {
+    func read(_ key: String) async -> (CachedResponse, ByteBuffer)?
+    func write(_ key: String, _ entry: CachedResponse, body: ByteBuffer) async
+    func remove(_ key: String) async
+    func removeAll() async
+}
+
+/// Entries in memory, the least recently used evicted first.
+final class MemoryCacheStore: CacheStore {
+    private struct Entry {
+        var response: CachedResponse
+        var body: ByteBuffer
+        var lastUse: UInt64
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var size = 0
+        var clock: UInt64 = 0
+    }
+
+    private let capacity: Int
+    private let state = NIOLockedValueBox(State())
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    func read(_ key: String) async -> (CachedResponse, ByteBuffer)? {
+        state.withLockedValue { state in
+            guard var entry = state.entries[key] else { return nil }
+            state.clock += 1
+            entry.lastUse = state.clock
+            state.entries[key] = entry
+            return (entry.response, entry.body)
+        }
+    }
+
+    func write(_ key: String, _ entry: CachedResponse, body: ByteBuffer) async {
+        state.withLockedValue { state in
+            if let old = state.entries.removeValue(forKey: key) { state.size -= old.body.readableBytes }
+            guard body.readableBytes <= capacity else { return }
+            state.clock += 1
+            state.entries[key] = Entry(response: entry, body: body, lastUse: state.clock)
+            state.size += body.readableBytes
+            while state.size > capacity, let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                state.entries.removeValue(forKey: oldest.key)
+                state.size -= oldest.value.body.readableBytes
+            }
+        }
+    }
+
+    func remove(_ key: String) async {
+        state.withLockedValue { state in
+            if let old = state.entries.removeValue(forKey: key) { state.size -= old.body.readableBytes }
+        }
+    }
+
+    func removeAll() async {
+        state.withLockedValue { $0 = State() }
+    }
+}

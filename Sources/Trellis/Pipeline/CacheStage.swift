@@ -1,0 +1,121 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// Serves a buffered `GET` from the client's ``HTTPCache`` while the stored response is fresh,
+/// revalidates it once stale, and stores what the server sends when HTTP allows it (RFC 9111),
+/// on each hop, for that hop's URL.
+///
+/// A request that is conditional or ranged on its own (`If-None-Match`, `If-Modified-Since`,
+/// `Range`) passes through: its caller is managing validators itself.
+struct CacheStage: OptionalStage {
+    let cache: HTTPCache
+
+    /// The statuses a cache may store (RFC 9110 section 15.1, heuristically cacheable ones).
+    private static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    func isNeeded(for request: Request) -> Bool {
+        request.method == .get && request.bufferLimit != nil
+    }
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        let fields = request.headerFields
+        guard fields[.ifNoneMatch] == nil, fields[.ifModifiedSince] == nil, fields[.range] == nil else {
+            return try await next(request)
+        }
+        let key = request.urlString
+        let control = CacheControl(fields)
+        var policy = request.cachePolicy ?? .useCache
+        if control.onlyIfCached { policy = .onlyIfCached }
+        if policy == .reload || control.noStore {
+            return try await fetch(request, key: key, revalidating: nil, storing: !control.noStore, next: next)
+        }
+        let stored = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
+        switch policy {
+        case .onlyIfCached:
+            return stored.map { Self.serve($0.0, $0.1) } ?? Response(head: HTTPResponse(status: .gatewayTimeout), body: ResponseBody())
+        case .cachedElseLoad:
+            if let stored { return Self.serve(stored.0, stored.1) }
+        case .useCache, .reload:
+            let refused = control.noCache || control.maxAge == 0
+            if let stored, !refused, stored.0.isFresh(at: Date()) { return Self.serve(stored.0, stored.1) }
+        }
+        return try await fetch(request, key: key, revalidating: stored, storing: true, next: next)
+    }
+
+    /// Sends the request, conditional on a stored response's validators when there is one;
+    /// a `304` refreshes and serves the stored response.
+    private func fetch(
+        _ request: Request,
+        key: String,
+        revalidating stored: (CachedResponse, ByteBuffer)?,
+        storing: Bool,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        var outgoing = request
+        if let stored {
+            let head = stored.0.head
+            if let etag = head.headerFields[.eTag] { outgoing.headerFields[.ifNoneMatch] = etag }
+            if let modified = head.headerFields[.lastModified] { outgoing.headerFields[.ifModifiedSince] = modified }
+        }
+        let requestTime = Date()
+        let response = try await next(outgoing)
+        let responseTime = Date()
+        if let stored, response.status.code == 304 {
+            var head = stored.0.head
+            for field in response.headerFields where ![.contentLength, .contentEncoding, .transferEncoding].contains(field.name) {
+                head.headerFields[field.name] = response.headerFields[field.name]
+            }
+            let refreshed = CachedResponse(
+                url: key, head: head, request: request, requestTime: requestTime, responseTime: responseTime,
+                bodyLength: stored.1.readableBytes, bodyDigest: stored.0.bodyDigest
+            )
+            await cache.save(key, refreshed, body: stored.1)
+            return Self.serve(refreshed, stored.1)
+        }
+        guard storing, let body = response.body.bytes, isStorable(response, for: request, size: body.readableBytes) else {
+            // What the server now says replaces what was stored, even when it cannot be kept.
+            if stored != nil, response.status.code < 500 { await cache.remove(key) }
+            return response
+        }
+        let entry = CachedResponse(
+            url: key, head: response.head, request: request, requestTime: requestTime, responseTime: responseTime,
+            bodyLength: body.readableBytes, bodyDigest: HTTPCache.digest(body)
+        )
+        await cache.save(key, entry, body: body)
+        return response
+    }
+
+    private func isStorable(_ response: Response<ResponseBody>, for request: Request, size: Int) -> Bool {
+        guard Self.cacheableStatuses.contains(response.status.code), size <= cache.maximumEntrySize else { return false }
+        let control = CacheControl(response.headerFields)
+        guard !control.noStore, !CachedResponse.varyNames(of: response.head).contains("*") else { return false }
+        // A response to a request with credentials may be kept only when it says so
+        // (RFC 9111 section 3.5).
+        if request.headerFields[.authorization] != nil, !(control.isPublic || control.sharedMaxAge != nil || control.mustRevalidate) {
+            return false
+        }
+        // Something to go on later: a lifetime, or a validator to revalidate with.
+        let fields = response.headerFields
+        return control.maxAge != nil || fields[.expires] != nil || fields[.eTag] != nil || fields[.lastModified] != nil
+    }
+
+    /// A stored response as the caller gets it, with its age.
+    private static func serve(_ entry: CachedResponse, _ body: ByteBuffer) -> Response<ResponseBody> {
+        var head = entry.head
+        head.headerFields[.age] = String(Int(entry.currentAge(at: Date())))
+        return Response(head: head, body: ResponseBody(body))
+    }
+}
+
+extension ResponseBody {
+    /// The bytes of a body already in memory (a buffered call's, at the hop stages); `nil`
+    /// for one still streaming.
+    var bytes: ByteBuffer? {
+        if case .bytes(let buffer) = storage { return buffer }
+        return nil
+    }
+}
