@@ -115,6 +115,17 @@ func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestConte
     router.get("visit/again") { request, _ in
         "you sent: \(request.headers[.cookie] ?? "no cookie")"
     }
+    // An HTTP cache: a daily digest with an ETag, revalidated on every use.
+    router.get("digest") { request, _ in
+        if request.headers[.ifNoneMatch] == "\"day-1\"" {
+            return Hummingbird.Response(status: .notModified, headers: [.eTag: "\"day-1\"", .init("X-Answered")!: "304 Not Modified"])
+        }
+        return Hummingbird.Response(
+            status: .ok,
+            headers: [.eTag: "\"day-1\"", .cacheControl: "no-cache", .init("X-Answered")!: "200 with the body"],
+            body: .init(byteBuffer: ByteBuffer(string: "Today: Trellis learned to cache."))
+        )
+    }
     router.delete("posts/:id") { _, context in
         let id = try context.parameters.require("id", as: Int.self)
         return await store.remove(id) ? Hummingbird.Response(status: .noContent) : notFound(id)
@@ -188,6 +199,14 @@ func tour(_ baseURL: URL) async throws {
     }
     let again = try await visitor.data(for: Trellis.Request(method: .get, url: baseURL.appending(path: "visit/again")))
     print("  the server says: \(String(decoding: again.body, as: UTF8.self))")
+
+    step("An HTTP cache: the second call revalidates with If-None-Match and is answered 304")
+    let cached = Client(baseURL: baseURL) { $0.cache = HTTPCache() }
+    for call in 1...2 {
+        let digest = try await cached.data(for: Trellis.Request(method: .get, url: baseURL.appending(path: "digest")))
+        let answered = digest.headerFields[HTTPField.Name("X-Answered")!] ?? "?"
+        print("  call \(call): \(digest.status.code) \"\(String(decoding: digest.body, as: UTF8.self))\" (the server: \(answered))")
+    }
 
     step("Bad input is refused before anything is sent")
     do {
