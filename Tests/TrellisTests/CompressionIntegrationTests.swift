@@ -105,6 +105,18 @@ struct CompressionIntegrationTests {
             #expect(tooLarge.subject.contains("decompressed"))
             #expect(tooLarge.limit < 64 << 20)
 
+            // With the ratio raised, the decoded size still counts against the body limit.
+            let limited = Client(baseURL: url, transport: kind.transport) {
+                $0.compression.maximumRatio = 2000
+                $0.limits.maximumBodySize = 8 << 20
+            }
+            let overLimit = await #expect(throws: TrellisError.self) { try await limited.data(for: get(url, "z/bomb")) }
+            guard case .responseTooLarge(let bodyLimit) = overLimit else {
+                Issue.record("expected responseTooLarge, got \(String(describing: overLimit))")
+                return
+            }
+            #expect(bodyLimit.limit == 8 << 20)
+
             // With the ratio raised, the same body is read whole (it is within the body limit).
             let lenient = Client(baseURL: url, transport: kind.transport) {
                 $0.compression.maximumRatio = 2000
