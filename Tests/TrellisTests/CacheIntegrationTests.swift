@@ -45,6 +45,7 @@ private final class CacheRoutes: Sendable {
         }
         router.get("c/private") { _, _ in Self.answer("private \(self.count("private"))", ["Cache-Control": "max-age=60"]) }
         router.get("c/public") { _, _ in Self.answer("public \(self.count("public"))", ["Cache-Control": "public, max-age=60"]) }
+        router.get("c/cookie") { _, _ in Self.answer("cookie \(self.count("cookie"))", ["Cache-Control": "max-age=60", "Set-Cookie": "seen=1; Path=/"]) }
     }
 
     private static func answer(_ text: String, _ headers: [String: String]) -> Hummingbird.Response {
@@ -183,6 +184,33 @@ struct CacheIntegrationTests {
             try whole.prefix(whole.count - 3).write(to: file)
             #expect(try await text(second, url, "c/fresh") == "fresh 2")
             #expect(try await text(second, url, "c/fresh") == "fresh 2")
+        }
+    }
+
+    /// A stored response does not set its cookies again each time it is served.
+    @Test func aCachedResponseSetsNoCookieAgain() async throws {
+        let routes = CacheRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url) { $0.cache = HTTPCache() }
+            let served1 = try await text(client, url, "c/cookie")
+            #expect(served1 == "cookie 1")
+            #expect(client.configuration.cookies?.cookies.map(\.name) == ["seen"])
+            client.configuration.cookies?.removeAll()
+            let served2 = try await text(client, url, "c/cookie")
+            #expect(served2 == "cookie 1")
+            #expect(client.configuration.cookies?.cookies.isEmpty == true)
+        }
+    }
+
+    @Test func aBodyOverTheEntrySizeIsNotStored() async throws {
+        let routes = CacheRoutes()
+        try await TestServer.with(routes.install) { url in
+            // "fresh 1" is 7 bytes: over an entry size of 6, every call goes to the server.
+            let client = Client(baseURL: url) { $0.cache = HTTPCache(maximumEntrySize: 6) }
+            let served3 = try await text(client, url, "c/fresh")
+            #expect(served3 == "fresh 1")
+            let served4 = try await text(client, url, "c/fresh")
+            #expect(served4 == "fresh 2")
         }
     }
 

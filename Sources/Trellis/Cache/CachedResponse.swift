@@ -27,7 +27,9 @@ struct CachedResponse: Codable, Sendable {
         self.url = url
         self.status = head.status.code
         self.reasonPhrase = head.status.reasonPhrase
-        self.fields = head.headerFields.map { [$0.name.rawName, $0.value] }
+        // A stored response sets no cookies again: `Set-Cookie` was for the response that
+        // carried it (RFC 9111 section 3.1 lets a cache leave it out).
+        self.fields = head.headerFields.filter { $0.name != .setCookie }.map { [$0.name.rawName, $0.value] }
         self.varyValues = Self.varyValues(of: head, for: request)
         self.requestTime = requestTime
         self.responseTime = responseTime
