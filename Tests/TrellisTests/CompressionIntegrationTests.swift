@@ -1,4 +1,5 @@
 import CompressNIO
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -37,6 +38,11 @@ private final class CompressedRoutes: Sendable {
             return Self.answer(whole.readSlice(length: whole.readableBytes / 2)!, encoding: "gzip")
         }
         router.get("z/corrupt") { _, _ in Self.answer(ByteBuffer(string: "this is not gzip at all"), encoding: "gzip") }
+        router.post("z/upload-digest") { request, _ in
+            var body = try await request.body.collect(upTo: 16 << 20)
+            let inflated = request.headers[.contentEncoding] == "gzip" ? try body.decompress(with: .gzip()) : body
+            return "\(inflated.readableBytes) \(SHA256.hash(data: inflated.readableBytesView).map { String(format: "%02x", $0) }.joined())"
+        }
         router.post("z/upload") { request, _ in
             var body = try await request.body.collect(upTo: 1 << 20)
             let encoding = request.headers[.contentEncoding] ?? "identity"
@@ -148,6 +154,27 @@ struct CompressionIntegrationTests {
             let uploaded = try await CompressedUploadsService(client: client).upload(text: text)
             #expect(uploaded.hasPrefix("gzip "))
             #expect(uploaded.hasSuffix(" " + text))
+        }
+    }
+
+    /// A streamed body of bytes that do not compress, in many chunks, where gzip's output is
+    /// largest: every byte arrives.
+    @Test(arguments: TransportKind.allCases)
+    func anIncompressibleStreamedBodyArrivesWhole(_ kind: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            var generator = SystemRandomNumberGenerator()
+            let bytes = (0..<(2 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let chunks = AsyncStream<ByteBuffer> { continuation in
+                for start in stride(from: 0, to: bytes.count, by: 48 * 1024) {
+                    continuation.yield(ByteBuffer(bytes: bytes[start..<min(start + 48 * 1024, bytes.count)]))
+                }
+                continuation.finish()
+            }
+            var request = try Trellis.Request(method: .post, url: url.appending(path: "z/upload-digest"), body: Trellis.RequestBody(stream: chunks))
+            request.compressesBody = true
+            let answer = String(decoding: try await Client(baseURL: url, transport: kind.transport).data(for: request).body, as: UTF8.self)
+            #expect(answer == "\(bytes.count) \(SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())")
         }
     }
 

@@ -20,7 +20,17 @@ enum ContentEncoder {
                 while var chunk = try await upstream.next() {
                     guard chunk.readableBytes > 0 else { continue }
                     var output = ByteBufferAllocator().buffer(capacity: deflater.maxSize(from: chunk))
-                    try deflater.deflate(from: &chunk, to: &output, flush: .no)
+                    // The room is zlib's bound for this chunk; should zlib still want more (its
+                    // bound is for a stream's start), it gets more rather than leave input
+                    // behind: every byte is taken before the next chunk is read.
+                    while chunk.readableBytes > 0 {
+                        if output.writableBytes == 0 { output.reserveCapacity(minimumWritableBytes: 64 * 1024) }
+                        do {
+                            try deflater.deflate(from: &chunk, to: &output, flush: .no)
+                        } catch let error as CompressNIOError where error == .bufferOverflow {
+                            output.reserveCapacity(minimumWritableBytes: 64 * 1024)
+                        }
+                    }
                     if output.readableBytes > 0 { return output }
                 }
                 finished = true
