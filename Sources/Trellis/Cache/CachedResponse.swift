@@ -64,9 +64,7 @@ struct CachedResponse: Codable, Sendable {
 
     /// How long the response is fresh for, from its `max-age` or `Expires`; `nil` when it gave
     /// neither (it is then revalidated each time).
-    var freshnessLifetime: TimeInterval? {
-        let head = head
-        let control = CacheControl(head.headerFields)
+    private func freshnessLifetime(_ head: HTTPResponse, _ control: CacheControl) -> TimeInterval? {
         if let maxAge = control.maxAge { return TimeInterval(maxAge) }
         guard let expires = head.headerFields[.expires] else { return nil }
         // An invalid Expires, "0" included, means already expired (RFC 9111 section 5.3).
@@ -76,8 +74,8 @@ struct CachedResponse: Codable, Sendable {
     }
 
     /// The response's age now (RFC 9111 section 4.2.3).
-    func currentAge(at now: Date) -> TimeInterval {
-        let head = head
+    func currentAge(at now: Date, head: HTTPResponse? = nil) -> TimeInterval {
+        let head = head ?? self.head
         let ageValue = head.headerFields[.age].flatMap { TimeInterval($0) } ?? 0
         let dateValue = head.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
         let apparentAge = max(0, responseTime.timeIntervalSince(dateValue))
@@ -86,7 +84,10 @@ struct CachedResponse: Codable, Sendable {
     }
 
     func isFresh(at now: Date) -> Bool {
-        guard !CacheControl(head.headerFields).noCache, let lifetime = freshnessLifetime else { return false }
-        return lifetime > currentAge(at: now)
+        // The head is rebuilt from the stored fields once for the whole decision.
+        let head = head
+        let control = CacheControl(head.headerFields)
+        guard !control.noCache, let lifetime = freshnessLifetime(head, control) else { return false }
+        return lifetime > currentAge(at: now, head: head)
     }
 }

@@ -95,7 +95,7 @@ enum CookieDomain {
     static func domainMatches(host: String, domain: String) -> Bool {
         if host == domain { return true }
         // An IP address matches itself alone; a name matches its parent domains.
-        guard !isIPAddress(host) else { return false }
+        guard !CanonicalHost.isIPAddress(host) else { return false }
         return host.hasSuffix("." + domain)
     }
 
@@ -114,9 +114,4 @@ enum CookieDomain {
         return String(requestPath[..<lastSlash])
     }
 
-    static func isIPAddress(_ host: String) -> Bool {
-        if host.contains(":") { return true }  // IPv6, brackets already removed
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCIIDigit) }
-    }
 }

@@ -115,7 +115,7 @@ enum SetCookieParser {
             }
             cookie.domain = domain
             // A cookie for an IP address goes to that address alone, Domain or not.
-            cookie.isHostOnly = CookieDomain.isIPAddress(origin.host)
+            cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host)
         }
         if cookie.isSecure && !origin.secure {
             return .refused("it is Secure but came over plain HTTP")

@@ -11,6 +11,13 @@ import Musl
 /// canonical text (`::1` for `0:0:0:0:0:0:0:1`, `127.0.0.1` for `127.1`). Written differently, a
 /// host would otherwise escape a pin or a policy while the resolver still reaches it.
 enum CanonicalHost {
+    /// Whether `host` (without brackets) is an IPv4 or IPv6 address rather than a name.
+    static func isIPAddress(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+
     static func form(_ host: String) -> String {
         var host = Substring(host.lowercased())
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }

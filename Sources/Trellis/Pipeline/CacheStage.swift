@@ -106,7 +106,7 @@ struct CacheStage: OptionalStage {
     /// A stored response as the caller gets it, with its age.
     private static func serve(_ entry: CachedResponse, _ body: ByteBuffer) -> Response<ResponseBody> {
         var head = entry.head
-        head.headerFields[.age] = String(Int(entry.currentAge(at: Date())))
+        head.headerFields[.age] = String(Int(entry.currentAge(at: Date(), head: head)))
         return Response(head: head, body: ResponseBody(body))
     }
 }

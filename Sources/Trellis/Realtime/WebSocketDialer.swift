@@ -53,7 +53,7 @@ enum WebSocketDialer {
             if name.lowercased() != "host" { headers.add(name: name, value: value) }
         }
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
-        let sniName = Self.isIPAddress(hostName) ? nil : hostName
+        let sniName = CanonicalHost.isIPAddress(hostName) ? nil : hostName
         let timeout = options.connectTimeout
         let control = (options.pingInterval, options.pingTimeout)
         let maximumFrameSize = min(max(options.maximumMessageSize, 1 << 14), Int(UInt32.max))
@@ -127,9 +127,5 @@ enum WebSocketDialer {
             promise.fail(error)
         }
         try channel.pipeline.syncOperations.addHandler(handshake)
-    }
-
-    private static func isIPAddress(_ host: String) -> Bool {
-        (try? SocketAddress(ipAddress: host, port: 0)) != nil
     }
 }

@@ -12,11 +12,8 @@ extension BodyReading where Value: Decodable {
 }
 
 extension BodyReading where Value: Parsable {
-    static var parsed: Self { Self { client, request in try await client.value(for: request, as: Value.self) } }
-}
-
-extension BodyReading where Value: Decodable & Parsable {
-    /// Adopting `Parsable` asks for `parseData(_:)`, as ``Client/value(for:as:)`` does.
+    /// Made by `parseData(_:)`, also for a type that is `Decodable` too: adopting `Parsable`
+    /// asks for it, as ``Client/value(for:as:)`` does.
     static var parsed: Self { Self { client, request in try await client.value(for: request, as: Value.self) } }
 }
 
