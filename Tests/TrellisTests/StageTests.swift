@@ -192,4 +192,68 @@ struct StageTests {
         #expect(text.contains("← 200"))
         #expect(!text.contains("secret"))
     }
+
+    /// Records what an inline stage does, in the order it happens.
+    private struct RecordingInlineStage: InlineStage {
+        let name: String
+        let events: NIOLockedValueBox<[String]>
+        var refuses = false
+        var scope: MiddlewareScope { .hop }
+
+        func prepare(_ request: inout Request) throws {
+            events.withLockedValue { $0.append("prepare \(name)") }
+            if refuses { throw TrellisError.invalidRequest(InvalidRequest(.url, "refused by \(name)")) }
+            request.headerFields.append(HTTPField(name: .init("X-Prepared")!, value: name))
+        }
+
+        func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
+            // Finishing sees the request as it went out, prepared by the stages after it too.
+            let prepared = request.headerFields[values: .init("X-Prepared")!].joined(separator: ",")
+            events.withLockedValue { $0.append("finish \(name) (sent with \(prepared))") }
+            return response
+        }
+    }
+
+    private struct RecordingStage: Middleware {
+        let events: NIOLockedValueBox<[String]>
+        var scope: MiddlewareScope { .hop }
+
+        func intercept(
+            _ request: Request,
+            next: @Sendable (Request) async throws -> Response<ResponseBody>
+        ) async throws -> Response<ResponseBody> {
+            events.withLockedValue { $0.append("enter") }
+            defer { events.withLockedValue { $0.append("leave") } }
+            return try await next(request)
+        }
+    }
+
+    @Test func inlineStagesPrepareInOrderAndFinishInReverseAroundTheNextFramedStage() async throws {
+        let events = NIOLockedValueBox<[String]>([])
+        let mock = MockTransport()
+        mock.register(.get, "/x", text: "ok")
+        let client = Client(baseURL: base, transport: mock, middlewares: [
+            RecordingInlineStage(name: "a", events: events),
+            RecordingInlineStage(name: "b", events: events),
+            RecordingStage(events: events),
+            RecordingInlineStage(name: "c", events: events),
+        ]) { $0.cookies = nil }
+        _ = try await client.data(for: try request("/x"))
+        #expect(events.withLockedValue { $0 } == [
+            "prepare a", "prepare b", "enter", "prepare c",
+            "finish c (sent with a,b,c)", "leave",
+            "finish b (sent with a,b)", "finish a (sent with a,b)",
+        ])
+        #expect(mock.requests.first?.request.headerFields[values: .init("X-Prepared")!] == ["a", "b", "c"])
+
+        // A refusal ends the hop where it happens: nothing is sent, nothing is finished.
+        events.withLockedValue { $0 = [] }
+        let refusing = Client(baseURL: base, transport: mock, middlewares: [
+            RecordingInlineStage(name: "a", events: events),
+            RecordingInlineStage(name: "b", events: events, refuses: true),
+        ])
+        await #expect(throws: TrellisError.self) { _ = try await refusing.data(for: try request("/x")) }
+        #expect(events.withLockedValue { $0 } == ["prepare a", "prepare b"])
+        #expect(mock.requests.count == 1)
+    }
 }

@@ -142,6 +142,10 @@ public struct Request: Sendable {
     /// The call's span and monitors, when anything observes it (``ObservationStage``).
     var observation: CallObservation?
 
+    /// Whether the compression stage asked for an encoded response on this hop, so that it
+    /// decodes what comes back (a caller's own `Accept-Encoding` gets the bytes as sent).
+    var askedForEncoding = false
+
     /// Creates a request for an absolute URL.
     ///
     /// A `ws://` or `wss://` URL (for ``Client/webSocket(for:options:)``) is kept as the

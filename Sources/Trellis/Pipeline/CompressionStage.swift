@@ -5,7 +5,7 @@ import HTTPTypes
 ///
 /// A request that sets its own `Accept-Encoding` (a download, which resumes by byte ranges of
 /// what the server sends, or a caller who wants the bytes as sent) gets the body untouched.
-struct CompressionStage: OptionalStage {
+struct CompressionStage: OptionalStage, InlineStage {
     let settings: Client.Configuration.Compression
     /// Whether the transport decodes bodies itself (URLSession always does).
     let transportDecodes: Bool
@@ -14,20 +14,18 @@ struct CompressionStage: OptionalStage {
         settings.decodesResponses || transportDecodes || request.compressesBody
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        var request = request
+    func prepare(_ request: inout Request) {
         if request.compressesBody, let body = request.body, request.headerFields[.contentEncoding] == nil {
             request.body = ContentEncoder.gzipped(body)
             request.headerFields[.contentEncoding] = "gzip"
             request.headerFields[.contentLength] = nil
         }
-        let asked = settings.decodesResponses && request.headerFields[.acceptEncoding] == nil
-        if asked { request.headerFields[.acceptEncoding] = ContentDecoder.acceptedEncodings }
-        let response = try await next(request)
-        guard asked || transportDecodes,
+        request.askedForEncoding = settings.decodesResponses && request.headerFields[.acceptEncoding] == nil
+        if request.askedForEncoding { request.headerFields[.acceptEncoding] = ContentDecoder.acceptedEncodings }
+    }
+
+    func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
+        guard request.askedForEncoding || transportDecodes,
             let encoding = response.headerFields[.contentEncoding],
             let algorithm = ContentDecoder.algorithm(for: encoding),
             request.method != .head,

@@ -7,22 +7,20 @@ import Logging
 ///
 /// A `Cookie` field the request already has (set by the caller or a middleware) is kept, and
 /// the jar's cookies follow it.
-struct CookieStage: Middleware {
+struct CookieStage: InlineStage {
     let jar: CookieJar
     let logger: Logger
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        // The scope is worked out only when there is something to match or store: most hops
-        // have neither.
-        var request = request
+    // The scope is worked out only when there is something to match or store: most hops have
+    // neither.
+    func prepare(_ request: inout Request) {
         if !jar.isEmpty, let header = jar.cookieHeader(for: CookieScope(request: request)) {
             let existing = request.headerFields[.cookie]
             request.headerFields[.cookie] = existing.map { $0 + "; " + header } ?? header
         }
-        let response = try await next(request)
+    }
+
+    func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
         let setCookies = response.headerFields[values: .setCookie].flatMap(SetCookieParser.unfolded)
         if !setCookies.isEmpty {
             for refusal in jar.store(setCookies, from: CookieScope(request: request)) {

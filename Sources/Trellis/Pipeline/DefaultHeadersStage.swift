@@ -3,18 +3,14 @@ import HTTPTypes
 /// Fills in what the caller left out, on every hop (a redirect may drop the body): the
 /// client's ``Client/Configuration/defaultHeaders``, and `Content-Type` from the body (JSON, a
 /// form, a multipart boundary). A field the request has keeps the request's value.
-struct DefaultHeadersStage: OptionalStage {
+struct DefaultHeadersStage: OptionalStage, InlineStage {
     let defaultHeaders: HTTPFields
 
     func isNeeded(for request: Request) -> Bool {
         !defaultHeaders.isEmpty || (request.body?.defaultContentType != nil && request.headerFields[.contentType] == nil)
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        var request = request
+    func prepare(_ request: inout Request) {
         var fields = request.headerFields
         if !defaultHeaders.isEmpty {
             let present = Set(fields.map(\.name))
@@ -26,6 +22,5 @@ struct DefaultHeadersStage: OptionalStage {
             fields[.contentType] = type
         }
         request.headerFields = fields
-        return try await next(request)
     }
 }
