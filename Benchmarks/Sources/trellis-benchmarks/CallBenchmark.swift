@@ -69,6 +69,9 @@ struct CallFigures {
     var p50: Double
     var p99: Double
     var allocations: Double
+    /// CPU time the whole process spent per call, in microseconds (client and in-process
+    /// server alike): steadier than throughput on a shared machine.
+    var cpuPerCall: Double
 }
 
 struct CallRow {
@@ -205,6 +208,7 @@ enum CallBenchmark {
     private struct Run {
         var requestsPerSecond: Double
         var latencies: [Double]
+        var cpuPerCall: Double
     }
 
     static func measure(_ scenario: Scenario, rounds: Int) async throws -> CallRow {
@@ -235,13 +239,15 @@ enum CallBenchmark {
             requestsPerSecond: median(runs.map(\.requestsPerSecond)),
             p50: median(runs.map { percentile($0.latencies, 0.50) }),
             p99: median(runs.map { percentile($0.latencies, 0.99) }),
-            allocations: allocations
+            allocations: allocations,
+            cpuPerCall: median(runs.map(\.cpuPerCall))
         )
     }
 
     private static func timed(_ call: @escaping Call, _ scenario: Scenario) async throws -> Run {
         let perWorker = scenario.requests / scenario.concurrency
         let start = ContinuousClock.now
+        let cpuBefore = processCPUTime()
         let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
             for _ in 0..<scenario.concurrency {
                 group.addTask {
@@ -259,7 +265,24 @@ enum CallBenchmark {
             return try await group.reduce(into: [Double]()) { $0 += $1 }
         }
         let seconds = milliseconds(ContinuousClock.now - start) / 1e3
-        return Run(requestsPerSecond: Double(latencies.count) / seconds, latencies: latencies)
+        let cpu = processCPUTime() - cpuBefore
+        return Run(
+            requestsPerSecond: Double(latencies.count) / seconds,
+            latencies: latencies,
+            cpuPerCall: cpu * 1e6 / Double(latencies.count)
+        )
+    }
+
+    /// User and system CPU time of the process so far, in seconds.
+    private static func processCPUTime() -> Double {
+        var usage = rusage()
+        #if canImport(Glibc)
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        #else
+        getrusage(RUSAGE_SELF, &usage)
+        #endif
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     /// Allocations per call in the whole process (client and in-process server alike, so the
@@ -285,7 +308,7 @@ enum CallBenchmark {
 
     static func print(_ title: String, _ rows: [CallRow]) {
         Swift.print("\n\(title)")
-        let header = ["case", "raw req/s", "Trellis req/s", "ratio", "raw p50", "Trellis p50", "raw p99", "Trellis p99", "p99 ratio", "raw allocs", "Trellis allocs", "extra allocs"]
+        let header = ["case", "raw req/s", "Trellis req/s", "ratio", "raw p50", "Trellis p50", "raw p99", "Trellis p99", "p99 ratio", "raw allocs", "Trellis allocs", "extra allocs", "raw CPU/call", "Trellis CPU/call", "CPU ratio"]
         let lines = rows.map { row -> [String] in
             [
                 row.name,
@@ -296,6 +319,8 @@ enum CallBenchmark {
                 String(format: "%.2fx", row.trellis.p99 / row.raw.p99),
                 String(format: "%.0f", row.raw.allocations), String(format: "%.0f", row.trellis.allocations),
                 String(format: "%+.0f", row.trellis.allocations - row.raw.allocations),
+                String(format: "%.0f µs", row.raw.cpuPerCall), String(format: "%.0f µs", row.trellis.cpuPerCall),
+                String(format: "%.2fx", row.trellis.cpuPerCall / row.raw.cpuPerCall),
             ]
         }
         Report.table(header, lines)
