@@ -38,7 +38,11 @@ struct RetryStage: Middleware {
         while true {
             let wait: Duration
             do {
-                let response = try await attempt(request, limit: limit, next: next)
+                // Each attempt gets the whole timeout; the loop itself is the attempt's frame,
+                // since every idempotent call comes through here.
+                var attempt = request
+                attempt.deadline = .now + limit
+                let response = try await next(attempt)
                 guard retries, policy.retryableStatuses.contains(response.status.code),
                     let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited)
                 else { return response }
@@ -47,14 +51,14 @@ struct RetryStage: Middleware {
                 logger.debug("\(RequestLog.summary(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
                 request.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .status(response.status), for: request)
             } catch {
-                var error = error
-                if let stale = error as? StaleConnection {
-                    if !replayedStaleConnection, Self.mayReplay(request) {
-                        replayedStaleConnection = true
-                        logger.debug("\(RequestLog.summary(request)): \(stale.failure), sent again on a new connection")
-                        continue
-                    }
-                    error = stale.failure
+                // Only sending throws in here: a connection that may have been stale broke
+                // before any of a response came.
+                if case TrellisError.connectionFailed(let failure) = error, failure.mayBeStaleConnection,
+                    !replayedStaleConnection, Self.mayReplay(request)
+                {
+                    replayedStaleConnection = true
+                    logger.debug("\(RequestLog.summary(request)): \(error), sent again on a new connection")
+                    continue
                 }
                 guard retries, policy.isRetryable(error),
                     let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited)
@@ -70,33 +74,7 @@ struct RetryStage: Middleware {
         }
     }
 
-    /// One attempt, with its deadline fixed here and enforced at the wire (the transport for a
-    /// streamed call's head, ``DeadlineStage`` for a buffered call). Failures before the
-    /// response head that look like a stale connection come out as ``StaleConnection``, so
-    /// that the loop can tell them from other failures.
-    private func attempt(
-        _ request: Request,
-        limit: Duration,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        var request = request
-        request.deadline = .now + limit
-        do {
-            return try await next(request)
-        } catch TrellisError.connectionFailed(let failure) where failure.mayBeStaleConnection {
-            throw StaleConnection(failure: .connectionFailed(failure))
-        }
-    }
-
-    /// Whether sending `request` a second time cannot do harm: an idempotent method and a body
-    /// that can be sent again.
     private static func mayReplay(_ request: Request) -> Bool {
         RetryPolicy.isIdempotent(request.method) && (request.body?.isReplayable ?? true)
     }
-}
-
-/// A connection that broke before any byte of a response, the way a pooled connection the
-/// server had closed breaks.
-private struct StaleConnection: Error {
-    let failure: TrellisError
 }
