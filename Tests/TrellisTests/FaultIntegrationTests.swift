@@ -145,4 +145,22 @@ struct FaultIntegrationTests {
             }
         }
     }
+
+    /// A buffered call with a body takes another way through AsyncHTTPClient than one without
+    /// (the async API, its body read in a task the deadline cancels): its answer is held to
+    /// the request's timeout all the same.
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    func aPostWhoseAnswerTricklesEndsAtTheRequestTimeout(_ kind: TransportKind) async throws {
+        try await TestServer.with({ FlakyRoutes().install($0) }) { url in
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts.request = .seconds(1) }
+            let error = await #expect(throws: TrellisError.self) {
+                _ = try await client.data(for: Request(method: .post, url: url.appending(path: "trickle"), body: RequestBody("{}")))
+            }
+            guard case .timedOut(let failure)? = error else {
+                Issue.record("expected timedOut, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.timeout == .seconds(1))
+        }
+    }
 }

@@ -162,7 +162,15 @@ public final class AsyncHTTPClientTransport: Transport {
     ///
     /// A buffered call with no body or one in memory is held to its deadline here, body
     /// included, so the client's deadline stage passes it over (see ``enforcesDeadline(for:)``).
+    /// Without a request body it goes through AsyncHTTPClient's delegate API, whose deadline
+    /// covers the whole exchange and which gathers the body on the event loop; with one, the
+    /// delegate API would write the body through an extra hop to the task's event loop, keeping
+    /// the connection busy longer, so it goes through the async API and ``collect(_:upTo:announced:of:host:)``
+    /// (measured in `Benchmarks/`).
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
+        if request.body == nil, enforcesDeadline(for: request), let limit = request.bufferLimit {
+            return try await sendWithoutBody(request, upTo: limit)
+        }
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
         var outgoing = HTTPClientRequest(url: request.urlString)
@@ -210,10 +218,7 @@ public final class AsyncHTTPClientTransport: Transport {
     ///
     /// The body is read in a task of its own, which expiry cancels (closing the connection).
     /// The task starts on the calling thread, and a small body has usually arrived with the
-    /// head, so it often completes without ever being scheduled; AsyncHTTPClient's delegate
-    /// API, whose deadline covers the body, costs more: it hops to the task's event loop for
-    /// every event, which at concurrency kept connections busy longer (measured in
-    /// `Benchmarks/`).
+    /// head, so it often completes without ever being scheduled.
     private static func collect(
         _ body: HTTPClientResponse.Body,
         upTo limit: Int,
@@ -248,6 +253,49 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
+    /// A buffered call without a request body, over the delegate API: one resumption of the
+    /// caller when the whole response is in, where the async API's body needs a task of its
+    /// own to be held to the deadline, and a second resumption whenever the body comes after
+    /// the head.
+    private func sendWithoutBody(_ request: Request, upTo limit: Int) async throws -> Response<ResponseBody> {
+        let timeout = request.timeout ?? .seconds(60)
+        let deadline = request.deadline ?? .now + timeout
+        let host = request.head.authority ?? ""
+        let (client, pins) = client(for: request)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headerFields.count)
+        request.forEachWireField { name, value in headers.add(name: name, value: value) }
+        let outgoing: HTTPClient.Request
+        do {
+            outgoing = try HTTPClient.Request(
+                url: request.urlString,
+                method: HTTPMethod(rawValue: request.method.rawValue),
+                headers: headers,
+                body: nil
+            )
+        } catch {
+            throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
+        }
+        let delegate = BufferingDelegate(limit: limit)
+        let task = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(deadline - .now))
+        do {
+            let (head, body) = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
+        } catch {
+            var translated = Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
+            if delegate.receivedHead, case TrellisError.connectionFailed(var failure) = translated {
+                // Part of a response came: not the stale connection a replay is for.
+                failure.mayBeStaleConnection = false
+                translated = TrellisError.connectionFailed(failure)
+            }
+            throw translated
+        }
+    }
+
     /// AsyncHTTPClient's and SwiftNIO's errors as ``TrellisError``, cancellation as
     /// `CancellationError`.
     static func translate(
@@ -258,6 +306,9 @@ public final class AsyncHTTPClientTransport: Transport {
         pins: PinnedHost? = nil
     ) -> any Error {
         if error is CancellationError || error is TrellisError { return error }
+        if let tooLarge = error as? BufferingDelegate.TooLarge {
+            return TrellisError.responseTooLarge(ResponseTooLarge(limit: tooLarge.limit, announcedLength: tooLarge.announcedLength))
+        }
         if let mismatch = error as? PinMismatch {
             return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: mismatch.reason, underlying: error))
         }
@@ -335,6 +386,53 @@ extension AsyncHTTPClientTransport: DeadlineEnforcingTransport {
     /// whose body is in memory, or none.
     func enforcesDeadline(for request: Request) -> Bool {
         request.bufferLimit != nil && (request.body == nil || request.body?.bytes != nil)
+    }
+}
+
+/// Gathers a response into memory on the event loop, refusing more than `limit` bytes.
+private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
+    // Touched only on the request's event loop, where AsyncHTTPClient calls a delegate, except
+    // `receivedHead`, read after the task has completed.
+    struct TooLarge: Error {
+        let limit: Int
+        let announcedLength: Int64?
+    }
+
+    private let limit: Int
+    private var head: HTTPResponseHead?
+    private var body = ByteBuffer()
+    private var announcedLength: Int64?
+    var receivedHead: Bool { head != nil }
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        self.head = head
+        announcedLength = head.headers.first(name: "content-length").flatMap { Int64($0) }
+        if let announcedLength, announcedLength > limit {
+            return task.eventLoop.makeFailedFuture(TooLarge(limit: limit, announcedLength: announcedLength))
+        }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        guard body.readableBytes + buffer.readableBytes <= limit else {
+            return task.eventLoop.makeFailedFuture(TooLarge(limit: limit, announcedLength: announcedLength))
+        }
+        if body.readableBytes == 0 {
+            body = buffer
+        } else {
+            var part = buffer
+            body.writeBuffer(&part)
+        }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>) throws -> (HTTPResponseHead, ByteBuffer) {
+        guard let head else { throw HTTPClientError.remoteConnectionClosed }
+        return (head, body)
     }
 }
 

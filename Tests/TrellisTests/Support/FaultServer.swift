@@ -107,14 +107,16 @@ final class FlakyRoutes: Sendable {
     func attempts(for key: String) -> Int { attempts.withLockedValue { $0[key] ?? 0 } }
 
     func install(_ router: Router<BasicRequestContext>) {
-        router.get("trickle") { _, _ in
-            // A byte every 20 ms, forever: never done, never silent long enough to look dead.
-            Response(status: .ok, headers: [.contentType: "application/json"], body: .init { writer in
-                while true {
-                    try await writer.write(ByteBuffer(string: " "))
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-            })
+        for method in [HTTPRequest.Method.get, .post] {
+            router.on("trickle", method: method) { _, _ in
+                // A byte every 20 ms, forever: never done, never silent long enough to look dead.
+                Response(status: .ok, headers: [.contentType: "application/json"], body: .init { writer in
+                    while true {
+                        try await writer.write(ByteBuffer(string: " "))
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                })
+            }
         }
         router.get("invalid-json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{\"id\": 1, \"title\": ")))
