@@ -161,11 +161,11 @@ public final class AsyncHTTPClientTransport: Transport {
     /// response head, and the body streams as the caller reads it.
     ///
     /// A buffered call with no body or one in memory is held to its deadline here, body
-    /// included, so the client's deadline stage passes it over (see ``enforcesDeadline(for:)``).
+    /// included, so the client's deadline stage passes it over (see `enforcesDeadline(for:)`).
     /// Without a request body it goes through AsyncHTTPClient's delegate API, whose deadline
     /// covers the whole exchange and which gathers the body on the event loop; with one, the
     /// delegate API would write the body through an extra hop to the task's event loop, keeping
-    /// the connection busy longer, so it goes through the async API and ``collect(_:upTo:announced:of:host:)``
+    /// the connection busy longer, so it goes through the async API and `collect(_:upTo:announced:by:of:host:)`
     /// (measured in `Benchmarks/`).
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         if request.body == nil, enforcesDeadline(for: request), let limit = request.bufferLimit {
@@ -196,7 +196,7 @@ public final class AsyncHTTPClientTransport: Transport {
         let head = Self.responseHead(status: response.status, headers: response.headers)
         let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
         if enforcesDeadline(for: request), let limit = request.bufferLimit {
-            let bytes = try await Self.collect(response.body, upTo: limit, announced: expectedLength, of: request, host: host)
+            let bytes = try await Self.collect(response.body, upTo: limit, announced: expectedLength, by: deadline, of: request, host: host)
             return Response(head: head, body: ResponseBody(bytes))
         }
         let chunks = response.body
@@ -223,6 +223,7 @@ public final class AsyncHTTPClientTransport: Transport {
         _ body: HTTPClientResponse.Body,
         upTo limit: Int,
         announced: Int64?,
+        by deadline: ContinuousClock.Instant,
         of request: Request,
         host: String
     ) async throws -> ByteBuffer {
@@ -230,7 +231,6 @@ public final class AsyncHTTPClientTransport: Transport {
             throw TrellisError.responseTooLarge(ResponseTooLarge(limit: limit, announcedLength: announced))
         }
         let timeout = request.timeout ?? .seconds(60)
-        let deadline = request.deadline ?? .now + timeout
         do {
             return try await Deadline.run(deadline - .now, reporting: request.timeout, describing: request) {
                 var collected = ByteBuffer()
