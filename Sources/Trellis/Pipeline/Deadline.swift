@@ -12,7 +12,7 @@ enum Deadline {
     /// to wait, so an operation whose input is already at hand (a small body that came with
     /// its head) completes without a thread hop. The timer is an event-loop timer rather than a
     /// second task sleeping: a task per request costs allocations and a thread hop, and this
-    /// runs for every buffered call (measured in `Benchmarks/`).
+    /// is on the path of many buffered calls (measured in `Benchmarks/`).
     ///
     /// - Parameter reported: the timeout the error names (the request's), when `limit` is what
     ///   is left of it.

@@ -137,8 +137,8 @@ final class Pipeline: Sendable {
 
 /// A stage whose work on either side of a hop is synchronous: adjusting the request before it
 /// goes, and the response when it comes back. The pipeline applies such stages in line, without
-/// an async frame each; every hop crosses several of them (measured in `Benchmarks/`). As a
-/// ``Middleware`` (alone, in a test) it does the same around `next`.
+/// an async frame each: every hop crosses several of them, and a frame is what entering a stage
+/// costs. As a ``Middleware`` (alone, in a test) it does the same around `next`.
 protocol InlineStage: Middleware {
     /// The request on its way out; throwing ends the hop before anything is sent.
     func prepare(_ request: inout Request) throws
