@@ -98,9 +98,18 @@ final class Pipeline: Sendable {
         at start: Int,
         terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
     ) async throws -> Response<ResponseBody> {
-        var request = request
         var index = start
-        // Bit n: the stage at start + n prepared the request. Inline stages are the client's
+        while index < stages.count, let isNeeded = isNeeded[index], !isNeeded(request) {
+            index += 1
+        }
+        guard index < stages.count, inline[index] != nil else {
+            // Most runs (the call's, each attempt's) have no inline stage: the request goes on
+            // as it came, uncopied.
+            return try await forward(request, to: index, terminal: terminal)
+        }
+        var request = request
+        let first = index
+        // Bit n: the stage at first + n prepared the request. Inline stages are the client's
         // own, far fewer than 64; a longer run simply ends early.
         var prepared: UInt64 = 0
         while index < stages.count {
@@ -108,30 +117,35 @@ final class Pipeline: Sendable {
                 index += 1
                 continue
             }
-            guard let stage = inline[index], index - start < UInt64.bitWidth else { break }
+            guard let stage = inline[index], index - first < UInt64.bitWidth else { break }
             try stage.prepare(&request)
-            prepared |= 1 << UInt64(index - start)
+            prepared |= 1 << UInt64(index - first)
             index += 1
         }
-        var response: Response<ResponseBody>
-        if index < stages.count {
-            response = try await stages[index].intercept(request) { [index] next in
-                try await self.run(next, at: index + 1, terminal: terminal)
-            }
-        } else {
-            try Task.checkCancellation()
-            if let terminal {
-                response = try await terminal(request)
-            } else {
-                response = try await transport.send(request)
-            }
-        }
+        var response = try await forward(request, to: index, terminal: terminal)
         while prepared != 0 {
             let offset = UInt64.bitWidth - 1 - prepared.leadingZeroBitCount
             prepared &= ~(1 << UInt64(offset))
-            response = try inline[start + offset]!.finish(response, for: request)
+            response = try inline[first + offset]!.finish(response, for: request)
         }
         return response
+    }
+
+    /// `request` into the stage at `index`, or past the last stage to the transport.
+    @inline(__always)
+    private func forward(
+        _ request: Request,
+        to index: Int,
+        terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
+    ) async throws -> Response<ResponseBody> {
+        guard index < stages.count else {
+            try Task.checkCancellation()
+            if let terminal { return try await terminal(request) }
+            return try await transport.send(request)
+        }
+        return try await stages[index].intercept(request) { next in
+            try await self.run(next, at: index + 1, terminal: terminal)
+        }
     }
 }
 
