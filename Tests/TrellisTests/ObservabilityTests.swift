@@ -28,12 +28,17 @@ protocol Catalog {
 
     @GET("/obs/missing")
     func missing() async throws -> CatalogItem
+
+    @POST("/obs/items") @Body("item")
+    func add(item: CatalogItem) async throws -> CatalogItem
 }
 
 struct CatalogItem: Codable, Sendable, Equatable {
     var id: Int
     /// The trace headers the server received, as it saw them.
     var traceID: String?
+    /// How many trace ID fields the request carried.
+    var traceIDFields: Int?
 }
 
 /// Routes for the observability tests: each answers with the in-memory tracer's trace ID it
@@ -43,8 +48,8 @@ final class CatalogRoutes: Sendable {
 
     func install(_ router: Router<BasicRequestContext>) {
         @Sendable func item(_ id: Int, _ request: Hummingbird.Request) throws -> Hummingbird.Response {
-            let traceID = request.headers[HTTPField.Name(InMemoryTracer.traceIDKey)!]
-            let body = try JSONEncoder().encode(CatalogItem(id: id, traceID: traceID))
+            let traceIDs = request.headers[values: HTTPField.Name(InMemoryTracer.traceIDKey)!]
+            let body = try JSONEncoder().encode(CatalogItem(id: id, traceID: traceIDs.first, traceIDFields: traceIDs.count))
             return Hummingbird.Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(data: body)))
         }
         router.get("obs/items/:id") { request, context in
@@ -67,6 +72,10 @@ final class CatalogRoutes: Sendable {
                 return Hummingbird.Response(status: .unauthorized)
             }
             return try item(1, request)
+        }
+        router.post("obs/items") { request, context in
+            let posted = try await request.decode(as: CatalogItem.self, context: context)
+            return try item(posted.id, request)
         }
         router.get("obs/missing") { _, _ in
             Hummingbird.Response(status: .notFound)
@@ -119,6 +128,32 @@ struct ObservabilityTests {
     private func withCatalog(_ body: (URL) async throws -> Void) async throws {
         let routes = CatalogRoutes()
         try await TestServer.with({ routes.install($0) }) { url in try await body(url) }
+    }
+
+    /// AsyncHTTPClient traces too when its configuration has a tracer (its default
+    /// configuration takes the one the process bootstrapped): the transport turns that off, so
+    /// that its delegate API (a call without a body) adds no root span of its own, and its
+    /// async API (a call with one) no second trace context.
+    @Test
+    func aCallOverAsyncHTTPClientWhoseConfigurationHasATracerIsStillOneSpanWithOneContext() async throws {
+        try await withCatalog { url in
+            let observed = Observed()
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            configuration.tracing.tracer = observed.tracer
+            let transport = AsyncHTTPClientTransport(configuration: configuration)
+            let client = Client(baseURL: url, transport: transport) {
+                $0.observability = .init(tracer: observed.tracer)
+            }
+            let catalog = CatalogService(client: client)
+            let fetched = try await catalog.item(id: 42)
+            let added = try await catalog.add(item: CatalogItem(id: 7))
+            try await transport.shutdown()
+
+            #expect(observed.tracer.finishedSpans.map(\.operationName) == ["GET /obs/items/{id}", "POST /obs/items"])
+            #expect(fetched.traceIDFields == 1)
+            #expect(added.traceIDFields == 1)
+            #expect(added.id == 7)
+        }
     }
 
     @Test(arguments: TransportKind.allCases)

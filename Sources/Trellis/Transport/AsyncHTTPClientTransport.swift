@@ -46,6 +46,11 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
     ///
+    /// The client's own tracing (`configuration.tracing.tracer`) is turned off: Trellis traces
+    /// each call itself and sends its context with every hop. AsyncHTTPClient's span would be a
+    /// second one, a root span cut off from the call when it starts on the event loop, and on
+    /// a request with a body its context would go out as a second `traceparent` field.
+    ///
     /// Each pinned host pattern gets a client of its own (sharing the event loops), whose
     /// trust roots are the pinned CA certificates and which checks the server certificate
     /// of every new connection right after the handshake, before the connection carries a
@@ -55,6 +60,8 @@ public final class AsyncHTTPClientTransport: Transport {
         configuration: HTTPClient.Configuration = AsyncHTTPClientTransport.defaultConfiguration,
         pinning: CertificatePinning? = nil
     ) {
+        var configuration = configuration
+        configuration.tracing.tracer = nil
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.ownsClient = true
         self.pinning = pinning
@@ -76,7 +83,9 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// A transport over an `HTTPClient` you manage (and shut down) yourself. Trellis decodes
     /// compressed bodies itself; leave the client's `decompression` disabled (its default), or
-    /// turn the client's ``Client/Configuration/Compression/decodesResponses`` off.
+    /// turn the client's ``Client/Configuration/Compression/decodesResponses`` off. Trellis also
+    /// traces each call itself: set the client's `tracing.tracer` to `nil` so that a call makes
+    /// one span, not two.
     public init(httpClient: HTTPClient) {
         self.httpClient = httpClient
         self.ownsClient = false
