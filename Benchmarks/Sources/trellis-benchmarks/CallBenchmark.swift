@@ -191,16 +191,27 @@ enum CallBenchmark {
     /// `TRELLIS_BENCH_PROFILE=<case number>:<raw|trellis>`: one side of one case, run over and
     /// over with nothing else (`TRELLIS_BENCH_PROFILE_ROUNDS` times, 10 unless set), for a
     /// profiler (`perf record`, `valgrind --tool=callgrind`) to look at.
+    ///
+    /// `raw+trellis` runs both sides in turn and prints each round's throughput and CPU time
+    /// per call (as does `TRELLIS_BENCH_VERBOSE=1` with one side): to see whether a side costs
+    /// the same alone as beside the other.
     static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
-        guard parts.count == 2, let index = Int(parts[0]), scenarios.indices.contains(index) else {
-            throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants <case number 0-\(scenarios.count - 1)>:<raw|trellis>")
+        let sides = parts.count == 2 ? parts[1].split(separator: "+") : []
+        guard parts.count == 2, let index = Int(parts[0]), scenarios.indices.contains(index),
+            !sides.isEmpty, sides.allSatisfy({ $0 == "raw" || $0 == "trellis" })
+        else {
+            throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants <case number 0-\(scenarios.count - 1)>:<raw|trellis|raw+trellis>")
         }
         let scenario = scenarios[index]
-        let call = parts[1] == "raw" ? scenario.raw : scenario.trellis
         let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_ROUNDS"] ?? "") ?? 10
-        for _ in 0..<rounds {
-            _ = try await timed(call, scenario)
+        for round in 0..<rounds {
+            for side in sides {
+                let run = try await timed(side == "raw" ? scenario.raw : scenario.trellis, scenario)
+                if sides.count > 1 || ProcessInfo.processInfo.environment["TRELLIS_BENCH_VERBOSE"] != nil {
+                    Swift.print("round \(round) \(side): \(Int(run.requestsPerSecond)) req/s, \(Int(run.cpuPerCall)) µs CPU/call")
+                }
+            }
         }
         Swift.print("profiled \(parts[1]) \(scenario.name)")
     }
