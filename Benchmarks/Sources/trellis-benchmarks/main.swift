@@ -1,7 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
-// (and, when named: cache, bomb, allocations, observation), transfers, realtime, compile. With no argument,
+// (and, when named: cache, bomb, allocations, observation, pipeline), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -60,6 +60,12 @@ do {
             try await AllocationBreakdown.run()
         case "observation":
             print(ObservationCheckBenchmark.run())
+        case "pipeline":
+            let lines = try await PipelineBenchmark.run(rounds: rounds)
+            if !lines.isEmpty {
+                print("\nThe client and its pipeline alone: \(PipelineBenchmark.calls) GETs of the 199-byte article over a transport that answers at once")
+                Report.table(["", "per call"], lines)
+            }
         case "compile":
             let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
             Report.print(

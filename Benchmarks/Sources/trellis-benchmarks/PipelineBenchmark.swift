@@ -1,0 +1,66 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+import Trellis
+
+/// What the client and its pipeline cost a call by themselves: a service call over a transport
+/// that answers at once, next to decoding the same body with `JSONDecoder`, which is what the
+/// raw call does apart from the network. One task, no server and no sockets, so the figure
+/// holds still where the network's noise would hide a few microseconds.
+///
+/// The transport here is not one whose deadline the client leaves to it (as
+/// `AsyncHTTPClientTransport`'s is), so the client's deadline stage also runs: its task
+/// finishes at once, with no timer armed.
+enum PipelineBenchmark {
+    struct InstantTransport: Transport {
+        let body = ArticleFixtures.articleBody
+
+        func send(_ request: Trellis.Request) async throws -> Trellis.Response<ResponseBody> {
+            Trellis.Response(head: HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"]), body: ResponseBody(body))
+        }
+    }
+
+    static let calls = 100_000
+
+    static func run(rounds: Int) async throws -> [[String]] {
+        let service = ArticlesService(client: Client(baseURL: URL(string: "http://127.0.0.1:8080")!, transport: InstantTransport()))
+        let decoder = JSONDecoder()
+        let body = ArticleFixtures.articleBody
+        let raw: @Sendable () async throws -> Void = { _ = try decoder.decode(Article.self, from: body) }
+        let trellis: @Sendable () async throws -> Void = { _ = try await service.article() }
+        if let profiled = ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE"] {
+            let call = profiled == "raw" ? raw : trellis
+            for _ in 0..<rounds { _ = try await nanosecondsPerCall(call) }
+            return []
+        }
+        _ = try await nanosecondsPerCall(raw)
+        _ = try await nanosecondsPerCall(trellis)
+        var rawRuns: [Double] = []
+        var trellisRuns: [Double] = []
+        for round in 0..<rounds {
+            if round % 2 == 0 {
+                rawRuns.append(try await nanosecondsPerCall(raw))
+                trellisRuns.append(try await nanosecondsPerCall(trellis))
+            } else {
+                trellisRuns.append(try await nanosecondsPerCall(trellis))
+                rawRuns.append(try await nanosecondsPerCall(raw))
+            }
+        }
+        let decode = median(rawRuns)
+        let call = median(trellisRuns)
+        return [
+            ["JSONDecoder alone", String(format: "%.0f ns", decode)],
+            ["service call, instant transport", String(format: "%.0f ns", call)],
+            ["client and pipeline", String(format: "%.0f ns", call - decode)],
+        ]
+    }
+
+    private static func nanosecondsPerCall(_ call: @Sendable () async throws -> Void) async throws -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        for _ in 0..<calls { try await call() }
+        let elapsed = clock.now - start
+        return (Double(elapsed.components.seconds) * 1e18 + Double(elapsed.components.attoseconds)) / 1e9 / Double(calls)
+    }
+}
