@@ -9,6 +9,8 @@ struct CompressionStage: OptionalStage, InlineStage {
     let settings: Client.Configuration.Compression
     /// Whether the transport decodes bodies itself (URLSession always does).
     let transportDecodes: Bool
+    /// Made once: a value set through the fields' subscript is checked again on every call.
+    private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: ContentDecoder.acceptedEncodings)
 
     func isNeeded(for request: Request) -> Bool {
         settings.decodesResponses || transportDecodes || request.compressesBody
@@ -21,7 +23,7 @@ struct CompressionStage: OptionalStage, InlineStage {
             request.headerFields[.contentLength] = nil
         }
         request.askedForEncoding = settings.decodesResponses && request.headerFields[.acceptEncoding] == nil
-        if request.askedForEncoding { request.headerFields[.acceptEncoding] = ContentDecoder.acceptedEncodings }
+        if request.askedForEncoding { request.headerFields.append(Self.acceptEncoding) }
     }
 
     func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {

@@ -8,13 +8,61 @@ import Logging
 final class Pipeline: Sendable {
     /// Outermost first; the transport follows the last.
     let stages: [any Middleware]
-    /// For each stage that can tell, whether a request needs it at all: a stage with nothing
-    /// to do for a request is passed over without a call. Every call crosses the pipeline, and
-    /// each stage entered costs an async frame (measured in `Benchmarks/`).
-    private let isNeeded: [(@Sendable (Request) -> Bool)?]
-    /// For each stage, the stage again when it works in line (see ``InlineStage``).
-    private let inline: [(any InlineStage)?]
+    /// Each stage with what a run asks of it, behind one reference: reading a stage out of an
+    /// array of existentials copies it (through its value witnesses) every time.
+    private let entries: [Entry]
     let transport: any Transport
+
+    /// A stage, and the stage again when it can tell whether a request needs it at all (a
+    /// stage with nothing to do for a request is passed over without a call: every call
+    /// crosses the pipeline, and each stage entered costs an async frame) or when it works in
+    /// line (see ``InlineStage``).
+    ///
+    /// Those two are kept in boxes of their concrete stage type: calling a stage through a
+    /// struct existential copies the stage (through its value witnesses) on every call.
+    private final class Entry: Sendable {
+        let stage: any Middleware
+        let optional: (any NeedsCheck)?
+        let inline: (any InlineWork)?
+
+        init(_ stage: any Middleware) {
+            self.stage = stage
+            self.optional = (stage as? any OptionalStage).map { Self.box($0) }
+            self.inline = (stage as? any InlineStage).map { Self.box($0) }
+        }
+
+        private static func box<Stage: OptionalStage>(_ stage: Stage) -> any NeedsCheck { OptionalBox(stage: stage) }
+        private static func box<Stage: InlineStage>(_ stage: Stage) -> any InlineWork { InlineBox(stage: stage) }
+
+        func isPassedOver(for request: Request) -> Bool {
+            guard let optional else { return false }
+            return !optional.isNeeded(for: request)
+        }
+    }
+
+    private protocol NeedsCheck: AnyObject, Sendable {
+        func isNeeded(for request: Request) -> Bool
+    }
+
+    private protocol InlineWork: AnyObject, Sendable {
+        func prepare(_ request: inout Request) throws
+        func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody>
+    }
+
+    private final class OptionalBox<Stage: OptionalStage>: NeedsCheck {
+        let stage: Stage
+        init(stage: Stage) { self.stage = stage }
+        func isNeeded(for request: Request) -> Bool { stage.isNeeded(for: request) }
+    }
+
+    private final class InlineBox<Stage: InlineStage>: InlineWork {
+        let stage: Stage
+        init(stage: Stage) { self.stage = stage }
+        func prepare(_ request: inout Request) throws { try stage.prepare(&request) }
+        func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody> {
+            try stage.finish(response, for: request)
+        }
+    }
 
     /// What a pipeline is made from: a client's settings.
     struct Settings {
@@ -28,11 +76,7 @@ final class Pipeline: Sendable {
 
     init(_ settings: Settings) {
         self.stages = Self.stages(for: settings)
-        self.isNeeded = stages.map { stage in
-            guard let optional = stage as? any OptionalStage else { return nil }
-            return { request in optional.isNeeded(for: request) }
-        }
-        self.inline = stages.map { $0 as? any InlineStage }
+        self.entries = stages.map(Entry.init)
         self.transport = settings.transport
     }
 
@@ -99,10 +143,10 @@ final class Pipeline: Sendable {
         terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
     ) async throws -> Response<ResponseBody> {
         var index = start
-        while index < stages.count, let isNeeded = isNeeded[index], !isNeeded(request) {
+        while index < entries.count, entries[index].isPassedOver(for: request) {
             index += 1
         }
-        guard index < stages.count, inline[index] != nil else {
+        guard index < entries.count, entries[index].inline != nil else {
             // Most runs (the call's, each attempt's) have no inline stage: the request goes on
             // as it came, uncopied.
             return try await forward(request, to: index, terminal: terminal)
@@ -112,12 +156,13 @@ final class Pipeline: Sendable {
         // Bit n: the stage at first + n prepared the request. Inline stages are the client's
         // own, far fewer than 64; a longer run simply ends early.
         var prepared: UInt64 = 0
-        while index < stages.count {
-            if let isNeeded = isNeeded[index], !isNeeded(request) {
+        while index < entries.count {
+            let entry = entries[index]
+            if entry.isPassedOver(for: request) {
                 index += 1
                 continue
             }
-            guard let stage = inline[index], index - first < UInt64.bitWidth else { break }
+            guard let stage = entry.inline, index - first < UInt64.bitWidth else { break }
             try stage.prepare(&request)
             prepared |= 1 << UInt64(index - first)
             index += 1
@@ -126,7 +171,7 @@ final class Pipeline: Sendable {
         while prepared != 0 {
             let offset = UInt64.bitWidth - 1 - prepared.leadingZeroBitCount
             prepared &= ~(1 << UInt64(offset))
-            response = try inline[first + offset]!.finish(response, for: request)
+            response = try entries[first + offset].inline!.finish(response, for: request)
         }
         return response
     }
@@ -138,12 +183,12 @@ final class Pipeline: Sendable {
         to index: Int,
         terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
     ) async throws -> Response<ResponseBody> {
-        guard index < stages.count else {
+        guard index < entries.count else {
             try Task.checkCancellation()
             if let terminal { return try await terminal(request) }
             return try await transport.send(request)
         }
-        return try await stages[index].intercept(request) { next in
+        return try await entries[index].stage.intercept(request) { next in
             try await self.run(next, at: index + 1, terminal: terminal)
         }
     }

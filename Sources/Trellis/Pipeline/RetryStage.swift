@@ -28,7 +28,6 @@ struct RetryStage: Middleware {
         let retries = policy.allowsRetrying(request)
         if !retries, !Self.mayReplay(request) {
             // Nothing to retry and nothing to replay: one attempt, as it comes.
-            var request = request
             request.deadline = .now + limit
             return try await next(request)
         }
@@ -41,9 +40,8 @@ struct RetryStage: Middleware {
                 // Each attempt has the whole timeout. It is sent from the loop itself rather
                 // than from a function of its own: every idempotent call comes through here,
                 // and each async frame costs (measured in `Benchmarks/`).
-                var attempt = request
-                attempt.deadline = .now + limit
-                let response = try await next(attempt)
+                request.deadline = .now + limit
+                let response = try await next(request)
                 guard retries, policy.retryableStatuses.contains(response.status.code),
                     let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited)
                 else { return response }
