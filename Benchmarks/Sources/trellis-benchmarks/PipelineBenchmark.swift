@@ -29,7 +29,11 @@ enum PipelineBenchmark {
         let body = ArticleFixtures.articleBody
         let raw: @Sendable () async throws -> Void = { _ = try decoder.decode(Article.self, from: body) }
         let trellis: @Sendable () async throws -> Void = { _ = try await service.article() }
+        // `TRELLIS_BENCH_PROFILE=<raw|trellis>`: that side alone, for a profiler.
         if let profiled = ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE"] {
+            guard profiled == "raw" || profiled == "trellis" else {
+                throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants raw or trellis for the pipeline suite")
+            }
             let call = profiled == "raw" ? raw : trellis
             for _ in 0..<rounds { _ = try await nanosecondsPerCall(call) }
             return []
