@@ -7,9 +7,9 @@ import Logging
 /// on every hop (each redirect, and each retry attempt since retries sit outside redirects).
 final class Pipeline: Sendable {
     /// Outermost first; the transport follows the last.
-    let stages: [any Middleware]
-    /// Each stage with what a run asks of it, behind one reference: reading a stage out of an
-    /// array of existentials copies it (through its value witnesses) every time.
+    var stages: [any Middleware] { entries.map(\.stage) }
+    /// The stages, each behind one reference: reading a stage out of an array of existentials
+    /// copies it (through its value witnesses) every time.
     private let entries: [Entry]
     let transport: any Transport
 
@@ -75,8 +75,7 @@ final class Pipeline: Sendable {
     }
 
     init(_ settings: Settings) {
-        self.stages = Self.stages(for: settings)
-        self.entries = stages.map(Entry.init)
+        self.entries = Self.stages(for: settings).map(Entry.init)
         self.transport = settings.transport
     }
 

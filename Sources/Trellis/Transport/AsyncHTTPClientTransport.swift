@@ -177,8 +177,9 @@ public final class AsyncHTTPClientTransport: Transport {
     /// the connection busy longer, so it goes through the async API and `collect(_:upTo:announced:by:of:host:)`
     /// (measured in `Benchmarks/`).
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
-        if request.body == nil, enforcesDeadline(for: request), let limit = request.bufferLimit {
-            return try await sendWithoutBody(request, upTo: limit)
+        let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
+        if request.body == nil, let bufferLimit {
+            return try await sendWithoutBody(request, upTo: bufferLimit)
         }
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
@@ -204,8 +205,8 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         let head = Self.responseHead(status: response.status, headers: response.headers)
         let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
-        if enforcesDeadline(for: request), let limit = request.bufferLimit {
-            let bytes = try await Self.collect(response.body, upTo: limit, announced: expectedLength, by: deadline, of: request, host: host)
+        if let bufferLimit {
+            let bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, by: deadline, of: request, host: host)
             return Response(head: head, body: ResponseBody(bytes))
         }
         let chunks = response.body
