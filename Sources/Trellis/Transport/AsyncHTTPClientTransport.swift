@@ -199,7 +199,9 @@ public final class AsyncHTTPClientTransport: Transport {
         let (client, pins) = client(for: request)
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(outgoing, deadline: .now() + TimeAmount(deadline - .now))
+            response = try await Self.waitingForAConnection(until: deadline) {
+                try await client.execute(outgoing, deadline: .now() + TimeAmount(deadline - .now))
+            }
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
@@ -286,13 +288,16 @@ public final class AsyncHTTPClientTransport: Transport {
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
-        let delegate = BufferingDelegate(limit: limit)
-        let task = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(deadline - .now))
+        var delegate = BufferingDelegate(limit: limit)
         do {
-            let (head, body) = try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
+            let (head, body) = try await Self.waitingForAConnection(until: deadline) {
+                delegate = BufferingDelegate(limit: limit)
+                let task = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(deadline - .now))
+                return try await withTaskCancellationHandler {
+                    try await task.futureResult.get()
+                } onCancel: {
+                    task.cancel()
+                }
             }
             return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
         } catch {
@@ -303,6 +308,27 @@ public final class AsyncHTTPClientTransport: Transport {
                 translated = TrellisError.connectionFailed(failure)
             }
             throw translated
+        }
+    }
+
+    /// `send` again and again while AsyncHTTPClient gives up on it for want of a free
+    /// connection, until `deadline`.
+    ///
+    /// AsyncHTTPClient bounds a request's wait in its pool by the connect timeout (10 s by
+    /// default), whatever the request's deadline: under load (more concurrent calls to a host
+    /// than it keeps connections), a call with a minute to go failed after 10 s in the queue.
+    /// Such a request never left the queue, so nothing of it was sent, not even the first byte
+    /// of a streamed body, and sending it again is safe whatever its method.
+    private static func waitingForAConnection<Result>(
+        until deadline: ContinuousClock.Instant,
+        _ send: () async throws -> Result
+    ) async throws -> Result {
+        while true {
+            do {
+                return try await send()
+            } catch let error as HTTPClientError where error == .getConnectionFromPoolTimeout && .now < deadline {
+                continue
+            }
         }
     }
 
