@@ -47,4 +47,53 @@ struct ConnectionPoolTests {
             try await transport.shutdown()
         }
     }
+
+    /// A call through a transport that has been shut down fails at once with a connection
+    /// failure; it does not wait for a response that cannot come.
+    @Test(.timeLimit(.minutes(1)))
+    func aCallAfterTheTransportShutDownFailsInsteadOfWaiting() async throws {
+        try await TestServer.with({ router in router.get("quick") { _, _ in "quick" } }) { url in
+            let transport = AsyncHTTPClientTransport()
+            let client = Client(baseURL: url, transport: transport)
+            let first = try await client.data(for: try Trellis.Request(method: .get, url: url.appending(path: "quick")))
+            #expect(String(decoding: first.body, as: UTF8.self) == "quick")
+            try await transport.shutdown()
+            let error = await #expect(throws: TrellisError.self) {
+                try await client.data(for: try Trellis.Request(method: .get, url: url.appending(path: "quick")))
+            }
+            guard case .connectionFailed = error else {
+                Issue.record("expected connectionFailed, got \(String(describing: error))")
+                return
+            }
+        }
+    }
+
+    /// A call cancelled while it waits in the pool for a connection ends with the cancellation.
+    @Test(.timeLimit(.minutes(1)))
+    func aCallCancelledWhileQueuedForAConnectionEnds() async throws {
+        let (arrivals, arrived) = AsyncStream.makeStream(of: Void.self)
+        let (releases, release) = AsyncStream.makeStream(of: Void.self)
+        try await TestServer.with({ router in
+            router.get("held") { _, _ in
+                arrived.yield()
+                for await _ in releases { break }
+                return "held"
+            }
+            router.get("quick") { _, _ in "quick" }
+        }) { url in
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 1
+            let transport = AsyncHTTPClientTransport(configuration: configuration)
+            let client = Client(baseURL: url, transport: transport)
+            let held = Task { try await client.data(for: try Trellis.Request(method: .get, url: url.appending(path: "held"))) }
+            var iterator = arrivals.makeAsyncIterator()
+            await iterator.next()
+            let queued = Task { try await client.data(for: try Trellis.Request(method: .get, url: url.appending(path: "quick"))) }
+            queued.cancel()
+            await #expect(throws: CancellationError.self) { try await queued.value }
+            release.yield()
+            #expect(try await String(decoding: held.value.body, as: UTF8.self) == "held")
+            try await transport.shutdown()
+        }
+    }
 }
