@@ -288,11 +288,13 @@ public final class AsyncHTTPClientTransport: Transport {
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
-        var delegate = BufferingDelegate(limit: limit)
+        // A fresh delegate for each attempt; the last one tells whether part of a response came.
+        var delegate: BufferingDelegate?
         do {
             let (head, body) = try await Self.waitingForAConnection(until: deadline) {
-                delegate = BufferingDelegate(limit: limit)
-                let task = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(deadline - .now))
+                let attempt = BufferingDelegate(limit: limit)
+                delegate = attempt
+                let task = client.execute(request: outgoing, delegate: attempt, deadline: .now() + TimeAmount(deadline - .now))
                 return try await withTaskCancellationHandler {
                     try await task.futureResult.get()
                 } onCancel: {
@@ -302,7 +304,7 @@ public final class AsyncHTTPClientTransport: Transport {
             return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
         } catch {
             var translated = Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
-            if delegate.receivedHead, case TrellisError.connectionFailed(var failure) = translated {
+            if delegate?.receivedHead == true, case TrellisError.connectionFailed(var failure) = translated {
                 // Part of a response came: not the stale connection a replay is for.
                 failure.mayBeStaleConnection = false
                 translated = TrellisError.connectionFailed(failure)
