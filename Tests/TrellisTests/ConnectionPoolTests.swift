@@ -1,8 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import NIOCore
 import Testing
-import Trellis
+@testable import Trellis
 
 @Suite("Connection pool")
 struct ConnectionPoolTests {
@@ -46,6 +47,23 @@ struct ConnectionPoolTests {
             #expect(try await String(decoding: slow.value.body, as: UTF8.self) == "slow")
             try await transport.shutdown()
         }
+    }
+
+    /// A pool that gives up at once (a connect timeout of zero or near it) does not make the
+    /// wait a busy loop: the request goes out again at most every 100 ms until the deadline.
+    /// A slower machine only lowers the count.
+    @Test(.timeLimit(.minutes(1)))
+    func resendingAfterThePoolGaveUpPausesBetweenRounds() async throws {
+        var rounds = 0
+        let deadline = ContinuousClock.now + .milliseconds(350)
+        await #expect(throws: HTTPClientError.getConnectionFromPoolTimeout) {
+            try await AsyncHTTPClientTransport.waitingForAConnection(until: deadline) { () async throws -> Int in
+                rounds += 1
+                throw HTTPClientError.getConnectionFromPoolTimeout
+            }
+        }
+        #expect(rounds >= 1 && rounds <= 4, "\(rounds) rounds in 350 ms")
+        #expect(ContinuousClock.now >= deadline)
     }
 
     /// A call through a transport that has been shut down fails at once with a connection

@@ -321,15 +321,22 @@ public final class AsyncHTTPClientTransport: Transport {
     /// than it keeps connections), a call with a minute to go failed after 10 s in the queue.
     /// Such a request never left the queue, so nothing of it was sent, not even the first byte
     /// of a streamed body, and sending it again is safe whatever its method.
-    private static func waitingForAConnection<Result>(
+    ///
+    /// Each round lasts at least `minimumRound`: with a connect timeout of zero or near it,
+    /// the pool gives up at once, and resending at once would spin until the deadline.
+    static func waitingForAConnection<Result>(
         until deadline: ContinuousClock.Instant,
+        minimumRound: Duration = .milliseconds(100),
         _ send: () async throws -> Result
     ) async throws -> Result {
         while true {
+            let started = ContinuousClock.now
             do {
                 return try await send()
             } catch let error as HTTPClientError where error == .getConnectionFromPoolTimeout && .now < deadline {
-                continue
+                let resend = min(started + minimumRound, deadline)
+                if resend > .now { try await Task.sleep(until: resend, clock: .continuous) }
+                guard .now < deadline else { throw error }
             }
         }
     }
