@@ -190,11 +190,12 @@ enum CallBenchmark {
 
     /// `TRELLIS_BENCH_PROFILE=<case number>:<raw|trellis>`: one side of one case, run over and
     /// over with nothing else (`TRELLIS_BENCH_PROFILE_ROUNDS` times, 10 unless set), for a
-    /// profiler (`perf record`, `valgrind --tool=callgrind`) to look at.
+    /// profiler (`perf record --call-graph dwarf`) to look at. Valgrind 3.19 cannot read these
+    /// binaries' DWARF 5.
     ///
-    /// `raw+trellis` runs both sides in turn and prints each round's throughput and CPU time
-    /// per call (as does `TRELLIS_BENCH_VERBOSE=1` with one side): to see whether a side costs
-    /// the same alone as beside the other.
+    /// `raw+trellis` runs both sides in turn and prints each round's throughput, CPU time per
+    /// call and latency spread (as does `TRELLIS_BENCH_VERBOSE=1` with one side): to see whether
+    /// a side costs the same alone as beside the other.
     static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
         let sides = parts.count == 2 ? parts[1].split(separator: "+") : []
@@ -209,7 +210,13 @@ enum CallBenchmark {
             for side in sides {
                 let run = try await timed(side == "raw" ? scenario.raw : scenario.trellis, scenario)
                 if sides.count > 1 || ProcessInfo.processInfo.environment["TRELLIS_BENCH_VERBOSE"] != nil {
-                    Swift.print("round \(round) \(side): \(Int(run.requestsPerSecond)) req/s, \(Int(run.cpuPerCall)) µs CPU/call")
+                    // The latency spread shows whether a side is slower on every call or on a few.
+                    let spread = [0.5, 0.9, 0.99, 1].map { String(format: "%.3f", percentile(run.latencies, $0)) }.joined(separator: " / ")
+                    let mean = run.latencies.reduce(0, +) / Double(max(run.latencies.count, 1))
+                    Swift.print(
+                        "round \(round) \(side): \(Int(run.requestsPerSecond)) req/s, \(Int(run.cpuPerCall)) µs CPU/call, "
+                            + String(format: "mean %.3f ms, ", mean) + "p50 / p90 / p99 / max \(spread) ms"
+                    )
                 }
             }
         }
