@@ -57,7 +57,7 @@ struct ConnectionPoolTests {
         var rounds = 0
         let deadline = ContinuousClock.now + .milliseconds(350)
         await #expect(throws: HTTPClientError.getConnectionFromPoolTimeout) {
-            try await AsyncHTTPClientTransport.waitingForAConnection(until: deadline) { () async throws -> Int in
+            try await AsyncHTTPClientTransport.waitingForAConnection(until: deadline) { (_: Duration) async throws -> Int in
                 rounds += 1
                 throw HTTPClientError.getConnectionFromPoolTimeout
             }

@@ -199,8 +199,8 @@ public final class AsyncHTTPClientTransport: Transport {
         let (client, pins) = client(for: request)
         let response: HTTPClientResponse
         do {
-            response = try await Self.waitingForAConnection(until: deadline) {
-                try await client.execute(outgoing, deadline: .now() + TimeAmount(deadline - .now))
+            response = try await Self.waitingForAConnection(until: deadline) { remaining in
+                try await client.execute(outgoing, deadline: .now() + TimeAmount(remaining))
             }
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
@@ -291,10 +291,10 @@ public final class AsyncHTTPClientTransport: Transport {
         // A fresh delegate for each attempt; the last one tells whether part of a response came.
         var delegate: BufferingDelegate?
         do {
-            let (head, body) = try await Self.waitingForAConnection(until: deadline) {
+            let (head, body) = try await Self.waitingForAConnection(until: deadline) { remaining in
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
-                let task = client.execute(request: outgoing, delegate: attempt, deadline: .now() + TimeAmount(deadline - .now))
+                let task = client.execute(request: outgoing, delegate: attempt, deadline: .now() + TimeAmount(remaining))
                 return try await withTaskCancellationHandler {
                     try await task.futureResult.get()
                 } onCancel: {
@@ -323,16 +323,18 @@ public final class AsyncHTTPClientTransport: Transport {
     /// of a streamed body, and sending it again is safe whatever its method.
     ///
     /// Each round lasts at least `minimumRound`: with a connect timeout of zero or near it,
-    /// the pool gives up at once, and resending at once would spin until the deadline.
+    /// the pool gives up at once, and resending at once would spin until the deadline. `send`
+    /// gets the time left when its round started, so a call reads the clock once here, not
+    /// again for AsyncHTTPClient's deadline.
     static func waitingForAConnection<Result>(
         until deadline: ContinuousClock.Instant,
         minimumRound: Duration = .milliseconds(100),
-        _ send: () async throws -> Result
+        _ send: (_ remaining: Duration) async throws -> Result
     ) async throws -> Result {
         while true {
             let started = ContinuousClock.now
             do {
-                return try await send()
+                return try await send(deadline - started)
             } catch let error as HTTPClientError where error == .getConnectionFromPoolTimeout && .now < deadline {
                 let resend = min(started + minimumRound, deadline)
                 if resend > .now { try await Task.sleep(until: resend, clock: .continuous) }
