@@ -40,6 +40,8 @@ public final class AsyncHTTPClientTransport: Transport {
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedClients: [HTTPClient]
+    /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
+    let preparedRequests = PreparedRequests()
     /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
     /// so the client's compression stage must not decode them again.
     let decodesContentEncoding: Bool
@@ -279,12 +281,7 @@ public final class AsyncHTTPClientTransport: Transport {
         request.forEachWireField { name, value in headers.add(name: name, value: value) }
         let outgoing: HTTPClient.Request
         do {
-            outgoing = try HTTPClient.Request(
-                url: request.urlString,
-                method: HTTPMethod(rawValue: request.method.rawValue),
-                headers: headers,
-                body: nil
-            )
+            outgoing = try preparedRequests.request(method: request.method.rawValue, url: request.urlString, headers: headers)
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }

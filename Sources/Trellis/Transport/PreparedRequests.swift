@@ -1,0 +1,52 @@
+import AsyncHTTPClient
+import NIOConcurrencyHelpers
+import NIOHTTP1
+
+/// AsyncHTTPClient requests already made for the method and URL of recent calls, so that a call
+/// to a URL sent to lately skips parsing it again.
+///
+/// Making an `HTTPClient.Request` parses its URL twice, with Foundation's `URL` and then with
+/// `URLComponents` for the path. That took about a tenth of a sequential call's latency on
+/// loopback (Benchmarks/README.md). Apps call the same few URLs over and over (a feed, a
+/// profile, a poll), so the transport keeps the request made for each of the last few and
+/// gives it each call's header fields. Only calls without a request body go this way (the
+/// others go through AsyncHTTPClient's async API, which takes the URL as a string).
+///
+/// The cache holds at most ``capacity`` entries and drops an arbitrary one to make room: a
+/// service whose URLs rarely repeat (an id in every path) pays one dictionary lookup per call
+/// and keeps no more than that many URLs alive.
+final class PreparedRequests: Sendable {
+    static let capacity = 64
+
+    private struct Key: Hashable {
+        var method: String
+        var url: String
+    }
+
+    private let requests = NIOLockedValueBox<[Key: HTTPClient.Request]>([:])
+
+    /// A request for `method` and `url` with `headers`, and no body.
+    ///
+    /// - Throws: `HTTPClientError.invalidURL` and the other errors of `HTTPClient.Request`'s
+    ///   initializer, for a URL AsyncHTTPClient cannot send to; such a URL is not kept.
+    func request(method: String, url: String, headers: HTTPHeaders) throws -> HTTPClient.Request {
+        let key = Key(method: method, url: url)
+        var request: HTTPClient.Request
+        if let known = requests.withLockedValue({ $0[key] }) {
+            request = known
+        } else {
+            request = try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: method))
+            requests.withLockedValue { requests in
+                if requests.count >= Self.capacity {
+                    requests.remove(at: requests.startIndex)
+                }
+                requests[key] = request
+            }
+        }
+        request.headers = headers
+        return request
+    }
+
+    /// How many requests are kept: for tests.
+    var count: Int { requests.withLockedValue(\.count) }
+}
