@@ -8,13 +8,14 @@ import NIOHTTP1
 /// Making an `HTTPClient.Request` parses its URL twice, with Foundation's `URL` and then with
 /// `URLComponents` for the path. That took about a tenth of a sequential call's latency on
 /// loopback (Benchmarks/README.md). Apps call the same few URLs over and over (a feed, a
-/// profile, a poll), so the transport keeps the request made for each of the last few and
-/// gives it each call's header fields. Only calls without a request body go this way (the
+/// profile, a poll), so the transport keeps the requests it made for recent URLs and gives a
+/// kept one each call's header fields. Only calls without a request body go this way (the
 /// others go through AsyncHTTPClient's async API, which takes the URL as a string).
 ///
 /// The cache holds at most ``capacity`` entries and drops an arbitrary one to make room: a
 /// service whose URLs rarely repeat (an id in every path) pays one dictionary lookup per call
-/// and keeps no more than that many URLs alive.
+/// and keeps no more than that many URLs alive. The URLs kept include their query strings, so
+/// a credential sent in a query stays in memory until its entry is displaced.
 final class PreparedRequests: Sendable {
     static let capacity = 64
 
