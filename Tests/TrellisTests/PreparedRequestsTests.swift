@@ -49,6 +49,11 @@ struct PreparedRequestsTests {
             try requests.request(method: "GET", url: "ftp://127.0.0.1/file", headers: [:])
         }
         #expect(requests.count == 0)
+    }
+
+    @Test
+    func aKeptRequestCarriesOnlyTheHeaderFieldsOfItsCall() throws {
+        let requests = PreparedRequests()
         let kept = try requests.request(method: "GET", url: "http://127.0.0.1:1/a", headers: ["X-Probe": "1"])
         let again = try requests.request(method: "GET", url: "http://127.0.0.1:1/a", headers: ["X-Other": "2"])
         #expect(kept.headers["X-Probe"] == ["1"])
