@@ -126,6 +126,23 @@ struct StageTests {
         _ = try await stage.intercept(text, next: mock.send)
         #expect(mock.requests.first?.request.headerFields[.contentType] == "text/plain; charset=utf-8")
         #expect(!stage.isNeeded(for: try request("/x")))
+        // A type the caller gave is the one sent.
+        var typed = try request("/x", method: .post, body: RequestBody("# hello"))
+        typed.headerFields[.contentType] = "text/markdown"
+        #expect(!stage.isNeeded(for: typed))
+    }
+
+    @Test func defaultHeadersStageLeavesTheCallersFields() async throws {
+        let mock = MockTransport()
+        mock.register(.post, "/x", text: "ok")
+        let stage = DefaultHeadersStage(defaultHeaders: [.accept: "application/json", .userAgent: "trellis-test"])
+        var own = try request("/x", method: .post, body: RequestBody("hello"))
+        own.headerFields[.accept] = "text/html"
+        _ = try await stage.intercept(own, next: mock.send)
+        let sent = try #require(mock.requests.first?.request.headerFields)
+        #expect(sent[values: .accept] == ["text/html"])
+        #expect(sent[.userAgent] == "trellis-test")
+        #expect(sent[values: .contentType] == ["text/plain; charset=utf-8"])
     }
 
     @Test func originPolicyStageRefusesPlainHTTPBeforeSending() async throws {

@@ -211,9 +211,10 @@ public final class Client: Sendable {
 
     /// Sends a request and returns the status and headers with the decoded body.
     public func response<Value: Decodable>(for request: Request, as type: Value.Type = Value.self) async throws -> Response<Value> {
-        let acceptsMissing = Value.self is any OptionalDecodable.Type
-        let buffered = try await buffered(request, accepting: acceptsMissing ? [404] : [])
-        return buffered.withBody(try decodeBody(buffered, as: Value.self))
+        // Looked up once per call: a conformance check is a search of the runtime's tables.
+        let optional = Value.self as? any OptionalDecodable.Type
+        let buffered = try await buffered(request, accepting: optional != nil ? [404] : [])
+        return buffered.withBody(try decodeBody(buffered, as: Value.self, optional: optional))
     }
 
     /// Sends a request and makes a ``Parsable`` value of the body with its `parseData(_:)`.
@@ -295,8 +296,12 @@ public final class Client: Sendable {
         return statusFailure(response.withBody(body), for: request)
     }
 
-    private func decodeBody<Value: Decodable>(_ response: Response<ByteBuffer>, as type: Value.Type) throws -> Value {
-        if let special = SpecialBody.decode(Value.self, from: response) { return special }
+    private func decodeBody<Value: Decodable>(
+        _ response: Response<ByteBuffer>,
+        as type: Value.Type,
+        optional: (any OptionalDecodable.Type)?
+    ) throws -> Value {
+        if let special = SpecialBody.decode(Value.self, optional: optional, from: response) { return special }
         let body = response.body
         guard body.readableBytes > 0 else {
             throw TrellisError.decodingFailed(
@@ -339,8 +344,9 @@ extension Optional: OptionalDecodable {
 /// Return types whose bodies are not JSON: `Data` (the bytes), `String` (the text), and the
 /// `nil` of an optional.
 enum SpecialBody {
-    static func decode<Value>(_ type: Value.Type, from response: Response<ByteBuffer>) -> Value? {
-        if let optional = Value.self as? any OptionalDecodable.Type {
+    /// - Parameter optional: `Value` as an `Optional`, when it is one.
+    static func decode<Value>(_ type: Value.Type, optional: (any OptionalDecodable.Type)?, from response: Response<ByteBuffer>) -> Value? {
+        if let optional {
             let status = response.status
             if status == .noContent || status == .resetContent || status == .notFound || response.body.readableBytes == 0 {
                 return optional.absent as? Value

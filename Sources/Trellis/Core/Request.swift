@@ -218,6 +218,8 @@ public struct Request: Sendable {
     public var headerFields: HTTPFields {
         get { head.headerFields }
         set { head.headerFields = newValue }
+        // In place: with a setter alone, each change to a field copied all of them.
+        _modify { yield &head.headerFields }
     }
 
     /// The absolute URL this request goes to, in the textual form transports send.

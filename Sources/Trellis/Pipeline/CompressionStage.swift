@@ -17,12 +17,12 @@ struct CompressionStage: OptionalStage, InlineStage {
     }
 
     func prepare(_ request: inout Request) {
-        if request.compressesBody, let body = request.body, request.headerFields[.contentEncoding] == nil {
+        if request.compressesBody, let body = request.body, !request.headerFields.contains(.contentEncoding) {
             request.body = ContentEncoder.gzipped(body)
             request.headerFields[.contentEncoding] = "gzip"
             request.headerFields[.contentLength] = nil
         }
-        request.askedForEncoding = settings.decodesResponses && request.headerFields[.acceptEncoding] == nil
+        request.askedForEncoding = settings.decodesResponses && !request.headerFields.contains(.acceptEncoding)
         if request.askedForEncoding { request.headerFields.append(Self.acceptEncoding) }
     }
 

@@ -21,6 +21,7 @@ struct CookieStage: InlineStage {
     }
 
     func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
+        guard response.headerFields.contains(.setCookie) else { return response }
         let setCookies = response.headerFields[values: .setCookie].flatMap(SetCookieParser.unfolded)
         if !setCookies.isEmpty {
             for refusal in jar.store(setCookies, from: CookieScope(request: request)) {

@@ -7,20 +7,18 @@ struct DefaultHeadersStage: OptionalStage, InlineStage {
     let defaultHeaders: HTTPFields
 
     func isNeeded(for request: Request) -> Bool {
-        !defaultHeaders.isEmpty || (request.body?.defaultContentType != nil && request.headerFields[.contentType] == nil)
+        !defaultHeaders.isEmpty || (request.body?.defaultContentType != nil && !request.headerFields.contains(.contentType))
     }
 
     func prepare(_ request: inout Request) {
-        var fields = request.headerFields
         if !defaultHeaders.isEmpty {
-            let present = Set(fields.map(\.name))
+            let present = Set(request.headerFields.map(\.name))
             for field in defaultHeaders where !present.contains(field.name) {
-                fields.append(field)
+                request.headerFields.append(field)
             }
         }
-        if fields[.contentType] == nil, let type = request.body?.defaultContentType {
-            fields[.contentType] = type
+        if !request.headerFields.contains(.contentType), let type = request.body?.defaultContentType {
+            request.headerFields.append(HTTPField(name: .contentType, value: type))
         }
-        request.headerFields = fields
     }
 }

@@ -157,7 +157,8 @@ final class Pipeline: Sendable {
         var prepared: UInt64 = 0
         while index < entries.count {
             let entry = entries[index]
-            if entry.isPassedOver(for: request) {
+            // The first of the run was found needed above, for this same request.
+            if index != first, entry.isPassedOver(for: request) {
                 index += 1
                 continue
             }

@@ -329,7 +329,7 @@ public struct _RequestBuilder {
             }
             requestBody = RequestBody(encoded.joined(separator: "&"), contentType: "application/x-www-form-urlencoded")
         }
-        if let contentType = requestBody?.defaultContentType, fields[.contentType] == nil {
+        if let contentType = requestBody?.defaultContentType, !fields.contains(.contentType) {
             fields[.contentType] = contentType
         }
         return Request(
