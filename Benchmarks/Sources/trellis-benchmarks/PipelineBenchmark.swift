@@ -29,15 +29,40 @@ enum PipelineBenchmark {
         let body = ArticleFixtures.articleBody
         let raw: @Sendable () async throws -> Void = { _ = try decoder.decode(Article.self, from: body) }
         let trellis: @Sendable () async throws -> Void = { _ = try await service.article() }
-        // `TRELLIS_BENCH_PROFILE=<raw|trellis>`: that side alone, for a profiler.
+        // The POST's raw side encodes the new article and decodes the answer, as the raw call does.
+        let encoder = JSONEncoder()
+        let rawPost: @Sendable () async throws -> Void = {
+            _ = ByteBuffer(data: try encoder.encode(ArticleFixtures.newArticle))
+            _ = try decoder.decode(Article.self, from: body)
+        }
+        let post: @Sendable () async throws -> Void = { _ = try await service.create(article: ArticleFixtures.newArticle) }
+        // `TRELLIS_BENCH_PROFILE=<raw|trellis|raw-post|trellis-post>`: that side alone, for a profiler.
         if let profiled = ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE"] {
-            guard profiled == "raw" || profiled == "trellis" else {
-                throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants raw or trellis for the pipeline suite")
+            let sides = ["raw": raw, "trellis": trellis, "raw-post": rawPost, "trellis-post": post]
+            guard let call = sides[profiled] else {
+                throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants raw, trellis, raw-post or trellis-post for the pipeline suite")
             }
-            let call = profiled == "raw" ? raw : trellis
             for _ in 0..<rounds { _ = try await nanosecondsPerCall(call) }
             return []
         }
+        let get = try await pair(raw, trellis, rounds: rounds)
+        let created = try await pair(rawPost, post, rounds: rounds)
+        return [
+            ["GET: JSONDecoder alone", String(format: "%.0f ns", get.raw)],
+            ["GET: service call, instant transport", String(format: "%.0f ns", get.call)],
+            ["GET: client and pipeline", String(format: "%.0f ns", get.call - get.raw)],
+            ["POST: JSONEncoder and JSONDecoder alone", String(format: "%.0f ns", created.raw)],
+            ["POST: service call, instant transport", String(format: "%.0f ns", created.call)],
+            ["POST: client and pipeline", String(format: "%.0f ns", created.call - created.raw)],
+        ]
+    }
+
+    /// The median time per call of each side, run in turn.
+    private static func pair(
+        _ raw: @Sendable () async throws -> Void,
+        _ trellis: @Sendable () async throws -> Void,
+        rounds: Int
+    ) async throws -> (raw: Double, call: Double) {
         _ = try await nanosecondsPerCall(raw)
         _ = try await nanosecondsPerCall(trellis)
         var rawRuns: [Double] = []
@@ -51,13 +76,7 @@ enum PipelineBenchmark {
                 rawRuns.append(try await nanosecondsPerCall(raw))
             }
         }
-        let decode = median(rawRuns)
-        let call = median(trellisRuns)
-        return [
-            ["JSONDecoder alone", String(format: "%.0f ns", decode)],
-            ["service call, instant transport", String(format: "%.0f ns", call)],
-            ["client and pipeline", String(format: "%.0f ns", call - decode)],
-        ]
+        return (median(rawRuns), median(trellisRuns))
     }
 
     private static func nanosecondsPerCall(_ call: @Sendable () async throws -> Void) async throws -> Double {

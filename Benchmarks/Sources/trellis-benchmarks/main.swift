@@ -63,7 +63,7 @@ do {
         case "pipeline":
             let lines = try await PipelineBenchmark.run(rounds: rounds)
             if !lines.isEmpty {
-                print("\nThe client and its pipeline alone: \(PipelineBenchmark.calls) GETs of the 199-byte article over a transport that answers at once")
+                print("\nThe client and its pipeline alone: \(PipelineBenchmark.calls) GETs of the 199-byte article, and as many POSTs, over a transport that answers at once")
                 Report.table(["", "per call"], lines)
             }
         case "compile":
