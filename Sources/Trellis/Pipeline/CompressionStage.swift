@@ -19,7 +19,7 @@ struct CompressionStage: OptionalStage, InlineStage {
     func prepare(_ request: inout Request) {
         if request.compressesBody, let body = request.body, !request.headerFields.contains(.contentEncoding) {
             request.body = ContentEncoder.gzipped(body)
-            request.headerFields[.contentEncoding] = "gzip"
+            request.headerFields.append(HTTPField(name: .contentEncoding, value: "gzip"))
             request.headerFields[.contentLength] = nil
         }
         request.askedForEncoding = settings.decodesResponses && !request.headerFields.contains(.acceptEncoding)

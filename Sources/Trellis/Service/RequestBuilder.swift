@@ -330,7 +330,7 @@ public struct _RequestBuilder {
             requestBody = RequestBody(encoded.joined(separator: "&"), contentType: "application/x-www-form-urlencoded")
         }
         if let contentType = requestBody?.defaultContentType, !fields.contains(.contentType) {
-            fields[.contentType] = contentType
+            fields.append(HTTPField(name: .contentType, value: contentType))
         }
         return Request(
             head: HTTPRequest(method: method, scheme: base.scheme, authority: base.authority, path: fullPath, headerFields: fields),
