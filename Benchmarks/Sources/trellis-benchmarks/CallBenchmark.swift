@@ -193,9 +193,10 @@ enum CallBenchmark {
     /// profiler (`perf record --call-graph dwarf`) to look at. Valgrind 3.19 cannot read these
     /// binaries' DWARF 5.
     ///
-    /// `raw+trellis` runs both sides in turn and prints each round's throughput, CPU time per
-    /// call and latency spread (as does `TRELLIS_BENCH_VERBOSE=1` with one side): to see whether
-    /// a side costs the same alone as beside the other.
+    /// `raw+trellis` runs both sides in rounds as the tables do (slices taking turns, see
+    /// `interleavedRound`) and prints each round's throughput, CPU time per call and latency
+    /// spread (as does `TRELLIS_BENCH_VERBOSE=1` with one side): to see whether a side costs
+    /// the same alone as beside the other, and to compare two builds round by round.
     static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
         let sides = parts.count == 2 ? parts[1].split(separator: "+") : []
@@ -207,26 +208,41 @@ enum CallBenchmark {
         let scenario = scenarios[index]
         let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_ROUNDS"] ?? "") ?? 10
         for round in 0..<rounds {
-            for side in sides {
-                let run = try await timed(side == "raw" ? scenario.raw : scenario.trellis, scenario)
-                if sides.count > 1 || ProcessInfo.processInfo.environment["TRELLIS_BENCH_VERBOSE"] != nil {
-                    // The latency spread shows whether a side is slower on every call or on a few.
-                    let spread = [0.5, 0.9, 0.99, 1].map { String(format: "%.3f", percentile(run.latencies, $0)) }.joined(separator: " / ")
-                    let mean = run.latencies.reduce(0, +) / Double(max(run.latencies.count, 1))
-                    Swift.print(
-                        "round \(round) \(side): \(Int(run.requestsPerSecond)) req/s, \(Int(run.cpuPerCall)) µs CPU/call, "
-                            + String(format: "mean %.3f ms, ", mean) + "p50 / p90 / p99 / max \(spread) ms"
-                    )
-                }
+            let runs: [(String, Run)]
+            if sides.count > 1 {
+                let (raw, trellis) = try await interleavedRound(scenario, rawFirst: round % 2 == 0)
+                runs = [("raw", raw), ("trellis", trellis)]
+            } else {
+                runs = [(String(sides[0]), try await timed(sides[0] == "raw" ? scenario.raw : scenario.trellis, scenario))]
+            }
+            guard sides.count > 1 || ProcessInfo.processInfo.environment["TRELLIS_BENCH_VERBOSE"] != nil else { continue }
+            for (side, run) in runs {
+                // The latency spread shows whether a side is slower on every call or on a few.
+                let spread = [0.5, 0.9, 0.99, 1].map { String(format: "%.3f", percentile(run.latencies, $0)) }.joined(separator: " / ")
+                let mean = run.latencies.reduce(0, +) / Double(max(run.latencies.count, 1))
+                Swift.print(
+                    "round \(round) \(side): \(Int(run.requestsPerSecond)) req/s, \(Int(run.cpuPerCall)) µs CPU/call, "
+                        + String(format: "mean %.3f ms, ", mean) + "p50 / p90 / p99 / max \(spread) ms"
+                )
             }
         }
         Swift.print("profiled \(parts[1]) \(scenario.name)")
     }
 
+    /// One side's calls in a round: how long they took, wall and CPU, and each one's latency.
     private struct Run {
-        var requestsPerSecond: Double
-        var latencies: [Double]
-        var cpuPerCall: Double
+        var seconds: Double = 0
+        var cpuSeconds: Double = 0
+        var latencies: [Double] = []
+
+        var requestsPerSecond: Double { seconds > 0 ? Double(latencies.count) / seconds : 0 }
+        var cpuPerCall: Double { latencies.isEmpty ? 0 : cpuSeconds * 1e6 / Double(latencies.count) }
+
+        mutating func add(_ slice: Run) {
+            seconds += slice.seconds
+            cpuSeconds += slice.cpuSeconds
+            latencies += slice.latencies
+        }
     }
 
     static func measure(_ scenario: Scenario, rounds: Int) async throws -> CallRow {
@@ -236,20 +252,45 @@ enum CallBenchmark {
         var raw: [Run] = []
         var trellis: [Run] = []
         for round in 0..<rounds {
-            // Alternate which goes first so neither always gets the warmer machine.
-            if round % 2 == 0 {
-                raw.append(try await timed(scenario.raw, scenario))
-                trellis.append(try await timed(scenario.trellis, scenario))
-            } else {
-                trellis.append(try await timed(scenario.trellis, scenario))
-                raw.append(try await timed(scenario.raw, scenario))
-            }
+            let (rawRun, trellisRun) = try await interleavedRound(scenario, rawFirst: round % 2 == 0)
+            raw.append(rawRun)
+            trellis.append(trellisRun)
         }
         return CallRow(
             name: scenario.name,
             raw: figures(raw, allocations: try await allocations(scenario.raw)),
             trellis: figures(trellis, allocations: try await allocations(scenario.trellis))
         )
+    }
+
+    /// One round of both sides, cut into slices that take turns (raw, Trellis, Trellis, raw,
+    /// …), each side's figures summed over its slices.
+    ///
+    /// The load of a shared machine changes from one second to the next. A round of one side
+    /// and then one of the other (a second or two each) put such a change on one side only,
+    /// and a single run's ratio moved by several percent. Slices of a tenth of a round, in
+    /// mirrored order, spread it over both sides alike. `TRELLIS_BENCH_SLICES=1` runs each side
+    /// whole instead.
+    private static func interleavedRound(_ scenario: Scenario, rawFirst: Bool) async throws -> (raw: Run, trellis: Run) {
+        let perWorker = scenario.requests / scenario.concurrency
+        let wanted = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_SLICES"] ?? "") ?? 10
+        // At least four calls per task in a slice: every slice waits for its slowest task, and
+        // a slice of one or two calls each would mostly measure that wait.
+        let slices = max(1, min(wanted, perWorker / 4))
+        var raw = Run()
+        var trellis = Run()
+        for slice in 0..<slices {
+            let calls = perWorker / slices + (slice < perWorker % slices ? 1 : 0)
+            let rawNow = (slice % 4 == 0 || slice % 4 == 3) == rawFirst
+            for side in rawNow ? [true, false] : [false, true] {
+                if side {
+                    raw.add(try await timed(scenario.raw, scenario, callsPerTask: calls))
+                } else {
+                    trellis.add(try await timed(scenario.trellis, scenario, callsPerTask: calls))
+                }
+            }
+        }
+        return (raw, trellis)
     }
 
     private static func figures(_ runs: [Run], allocations: Double) -> CallFigures {
@@ -262,8 +303,8 @@ enum CallBenchmark {
         )
     }
 
-    private static func timed(_ call: @escaping Call, _ scenario: Scenario) async throws -> Run {
-        let perWorker = scenario.requests / scenario.concurrency
+    private static func timed(_ call: @escaping Call, _ scenario: Scenario, callsPerTask: Int? = nil) async throws -> Run {
+        let perWorker = callsPerTask ?? scenario.requests / scenario.concurrency
         let start = ContinuousClock.now
         let cpuBefore = processCPUTime()
         let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
@@ -282,16 +323,13 @@ enum CallBenchmark {
             }
             return try await group.reduce(into: [Double]()) { $0 += $1 }
         }
-        let seconds = milliseconds(ContinuousClock.now - start) / 1e3
-        let cpu = processCPUTime() - cpuBefore
         return Run(
-            requestsPerSecond: Double(latencies.count) / seconds,
-            latencies: latencies,
-            cpuPerCall: cpu * 1e6 / Double(latencies.count)
+            seconds: milliseconds(ContinuousClock.now - start) / 1e3,
+            cpuSeconds: processCPUTime() - cpuBefore,
+            latencies: latencies
         )
     }
 
-    /// User and system CPU time of the process so far, in seconds.
     private static func processCPUTime() -> Double {
         var usage = rusage()
         #if canImport(Glibc)
