@@ -1,6 +1,8 @@
 public import AsyncHTTPClient
+import Atomics
 import Foundation
 import HTTPTypes
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -35,6 +37,10 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The underlying client, for every host that is not pinned.
     public let httpClient: HTTPClient
     private let ownsClient: Bool
+    /// Set by ``shutdown()`` before the clients are shut down. AsyncHTTPClient fails a request
+    /// to a client that is shutting down without a word to its delegate: a call that sees this
+    /// set waits for the task's result instead (see `sendWithoutBody`).
+    private let isShuttingDown = ManagedAtomic(false)
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
@@ -47,6 +53,10 @@ public final class AsyncHTTPClientTransport: Transport {
     let decodesContentEncoding: Bool
 
     /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
+    ///
+    /// Redirects are the client's (``RedirectPolicy``): `configuration.redirectConfiguration`
+    /// is set to `.disallow`. A transport that followed them itself would take a request, and
+    /// the credentials on it, to another origin without the redirect stage's checks.
     ///
     /// The client's own tracing (`configuration.tracing.tracer`) is turned off: Trellis traces
     /// each call itself and sends its context with every hop. AsyncHTTPClient's span would be a
@@ -64,6 +74,7 @@ public final class AsyncHTTPClientTransport: Transport {
     ) {
         var configuration = configuration
         configuration.tracing.tracer = nil
+        configuration.redirectConfiguration = .disallow
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.ownsClient = true
         self.pinning = pinning
@@ -107,6 +118,7 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Shuts down the owned `HTTPClient`s, closing their connections.
     public func shutdown() async throws {
+        isShuttingDown.store(true, ordering: .sequentiallyConsistent)
         if ownsClient {
             try await httpClient.shutdown()
         }
@@ -271,6 +283,13 @@ public final class AsyncHTTPClientTransport: Transport {
     /// caller when the whole response is in, where the async API's body needs a task of its
     /// own to be held to the deadline, and a second resumption whenever the body comes after
     /// the head.
+    ///
+    /// The delegate resumes the caller itself, on the event loop, when the exchange ends.
+    /// Waiting on the task's future instead registers a callback from off the event loop,
+    /// which is one more job sent to that loop, and often a wake-up, on every call (measured
+    /// in `Benchmarks/`). AsyncHTTPClient tells the delegate how every exchange ends, except
+    /// when its client is shutting down, and on a redirect it follows itself, which only a
+    /// client Trellis does not own can do: then the task's result ends the wait as well.
     private func sendWithoutBody(_ request: Request, upTo limit: Int) async throws -> Response<ResponseBody> {
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
@@ -292,8 +311,13 @@ public final class AsyncHTTPClientTransport: Transport {
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
                 let task = client.execute(request: outgoing, delegate: attempt, deadline: .now() + TimeAmount(remaining))
+                // Read after `execute`: a shutdown that began in time to fail this request had
+                // set the flag before it began.
+                if !ownsClient || isShuttingDown.load(ordering: .sequentiallyConsistent) {
+                    task.futureResult.whenComplete { attempt.end($0) }
+                }
                 return try await withTaskCancellationHandler {
-                    try await task.futureResult.get()
+                    try await attempt.response()
                 } onCancel: {
                     task.cancel()
                 }
@@ -433,23 +457,67 @@ extension AsyncHTTPClientTransport: DeadlineEnforcingTransport {
     }
 }
 
-/// Gathers a response into memory on the event loop, refusing more than `limit` bytes.
+/// Gathers a response into memory on the event loop, refusing more than `limit` bytes, and
+/// hands the outcome to the call waiting in ``response()``.
 private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     // Touched only on the request's event loop, where AsyncHTTPClient calls a delegate, except
-    // `receivedHead`, read after the task has completed.
+    // `receivedHead`, read after the exchange has ended (the end is handed over under
+    // `outcome`'s lock), and `outcome` itself.
     struct TooLarge: Error {
         let limit: Int
         let announcedLength: Int64?
+    }
+
+    typealias Exchange = (HTTPResponseHead, ByteBuffer)
+
+    /// The exchange's end and the call waiting for it, whichever comes first.
+    private enum Outcome {
+        case waiting(UnsafeContinuation<Exchange, any Error>?)
+        case ended(Result<Exchange, any Error>)
+        case delivered
     }
 
     private let limit: Int
     private var head: HTTPResponseHead?
     private var body = ByteBuffer()
     private var announcedLength: Int64?
+    private let outcome = NIOLockedValueBox(Outcome.waiting(nil))
     var receivedHead: Bool { head != nil }
 
     init(limit: Int) {
         self.limit = limit
+    }
+
+    /// The response once the exchange has ended, or its error. Called once.
+    func response() async throws -> Exchange {
+        try await withUnsafeThrowingContinuation { continuation in
+            let ended = outcome.withLockedValue { state -> Result<Exchange, any Error>? in
+                guard case .ended(let result) = state else {
+                    state = .waiting(continuation)
+                    return nil
+                }
+                state = .delivered
+                return result
+            }
+            if let ended { continuation.resume(with: ended) }
+        }
+    }
+
+    /// Ends the exchange with `result`: the first end counts, a later one is dropped.
+    func end(_ result: Result<Exchange, any Error>) {
+        let waiting = outcome.withLockedValue { state -> UnsafeContinuation<Exchange, any Error>? in
+            switch state {
+            case .waiting(let continuation?):
+                state = .delivered
+                return continuation
+            case .waiting(nil):
+                state = .ended(result)
+                return nil
+            case .ended, .delivered:
+                return nil
+            }
+        }
+        waiting?.resume(with: result)
     }
 
     func didReceiveHead(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
@@ -474,8 +542,16 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didFinishRequest(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>) throws -> (HTTPResponseHead, ByteBuffer) {
-        guard let head else { throw HTTPClientError.remoteConnectionClosed }
+    func didReceiveError(task: HTTPClient.Task<Exchange>, _ error: any Error) {
+        end(.failure(error))
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Exchange>) throws -> Exchange {
+        guard let head else {
+            end(.failure(HTTPClientError.remoteConnectionClosed))
+            throw HTTPClientError.remoteConnectionClosed
+        }
+        end(.success((head, body)))
         return (head, body)
     }
 }
