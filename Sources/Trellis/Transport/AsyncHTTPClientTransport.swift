@@ -310,7 +310,10 @@ public final class AsyncHTTPClientTransport: Transport {
             let (head, body) = try await Self.waitingForAConnection(until: deadline) { remaining in
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
-                let task = client.execute(request: outgoing, delegate: attempt, deadline: .now() + TimeAmount(remaining))
+                let task = client.execute(request: outgoing, delegate: attempt)
+                attempt.hold(to: task.eventLoop.scheduleTask(in: TimeAmount(remaining)) {
+                    task.fail(reason: HTTPClientError.deadlineExceeded)
+                })
                 // Read after `execute`: a shutdown that began in time to fail this request had
                 // set the flag before it began.
                 if !ownsClient || isShuttingDown.load(ordering: .sequentiallyConsistent) {
@@ -470,18 +473,20 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
 
     typealias Exchange = (HTTPResponseHead, ByteBuffer)
 
-    /// The exchange's end and the call waiting for it, whichever comes first.
-    private enum Outcome {
-        case waiting(UnsafeContinuation<Exchange, any Error>?)
-        case ended(Result<Exchange, any Error>)
-        case delivered
+    /// The exchange's end, the call waiting for it, and the timer of its deadline.
+    private struct Outcome {
+        var ended = false
+        /// The end, until the call asks for it.
+        var result: Result<Exchange, any Error>?
+        var waiting: UnsafeContinuation<Exchange, any Error>?
+        var deadline: Scheduled<Void>?
     }
 
     private let limit: Int
     private var head: HTTPResponseHead?
     private var body = ByteBuffer()
     private var announcedLength: Int64?
-    private let outcome = NIOLockedValueBox(Outcome.waiting(nil))
+    private let outcome = NIOLockedValueBox(Outcome())
     var receivedHead: Bool { head != nil }
 
     init(limit: Int) {
@@ -491,32 +496,42 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
     /// The response once the exchange has ended, or its error. Called once.
     func response() async throws -> Exchange {
         try await withUnsafeThrowingContinuation { continuation in
-            let ended = outcome.withLockedValue { state -> Result<Exchange, any Error>? in
-                guard case .ended(let result) = state else {
-                    state = .waiting(continuation)
+            let result = outcome.withLockedValue { state -> Result<Exchange, any Error>? in
+                guard let result = state.result else {
+                    state.waiting = continuation
                     return nil
                 }
-                state = .delivered
+                state.result = nil
                 return result
             }
-            if let ended { continuation.resume(with: ended) }
+            if let result { continuation.resume(with: result) }
         }
+    }
+
+    /// Keeps the timer of the exchange's deadline, to be cancelled when the exchange ends.
+    ///
+    /// The timer is the transport's rather than AsyncHTTPClient's (its `deadline:`), which it
+    /// cancels from a callback it registers on the task's future from off the event loop: one
+    /// more job for the loop on every call. This one is cancelled where the exchange ends, on
+    /// the loop.
+    func hold(to deadline: Scheduled<Void>) {
+        let ended = outcome.withLockedValue { state in
+            if !state.ended { state.deadline = deadline }
+            return state.ended
+        }
+        if ended { deadline.cancel() }
     }
 
     /// Ends the exchange with `result`: the first end counts, a later one is dropped.
     func end(_ result: Result<Exchange, any Error>) {
-        let waiting = outcome.withLockedValue { state -> UnsafeContinuation<Exchange, any Error>? in
-            switch state {
-            case .waiting(let continuation?):
-                state = .delivered
-                return continuation
-            case .waiting(nil):
-                state = .ended(result)
-                return nil
-            case .ended, .delivered:
-                return nil
-            }
+        let (waiting, deadline) = outcome.withLockedValue { state -> (UnsafeContinuation<Exchange, any Error>?, Scheduled<Void>?) in
+            guard !state.ended else { return (nil, nil) }
+            state.ended = true
+            defer { state.waiting = nil; state.deadline = nil }
+            if state.waiting == nil { state.result = result }
+            return (state.waiting, state.deadline)
         }
+        deadline?.cancel()
         waiting?.resume(with: result)
     }
 
