@@ -174,6 +174,24 @@ struct StageTests {
         sink.finish()
     }
 
+    @Test func idleTimeoutStageLeavesAReaderThatPausesAlone() async throws {
+        // The idle timeout counts while a read waits, not while the reader is busy elsewhere.
+        // The pause stands for the reader's own work; the body has nothing to signal.
+        let stage = IdleTimeoutStage(idleTimeout: .seconds(2))
+        let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
+        sink.yield(ByteBuffer(string: "first"))
+        sink.yield(ByteBuffer(string: "second"))
+        sink.finish()
+        let response = try await stage.intercept(try request("/x")) { _ in
+            Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil))
+        }
+        var iterator = response.body.makeAsyncIterator()
+        #expect(try await iterator.next().map { String(buffer: $0) } == "first")
+        try await Task.sleep(for: .seconds(3))
+        #expect(try await iterator.next().map { String(buffer: $0) } == "second")
+        #expect(try await iterator.next() == nil)
+    }
+
     @Test func deadlineStageBoundsABufferedBody() async throws {
         let stage = DeadlineStage(transport: nil)
         var request = try request("/x")

@@ -53,6 +53,13 @@ private final class IdleWatch: Sendable {
 }
 
 /// A one-chunk handoff between the pump and the reader, with the reader's idle timer.
+///
+/// One timer serves the whole body rather than one per read: setting a timer from off the
+/// event loop and cancelling it are each a job for that loop, and a small body is read twice
+/// (its chunk, then its end), on every call that streams. The timer is set when a read begins
+/// and none is set, and left running when a chunk comes. When it fires, it ends the body if
+/// the read waiting then began a whole idle timeout ago, sets itself again for when that read
+/// would time out, or lapses if no read is waiting. It is cancelled when the body ends.
 private final class Handoff: Sendable {
     private struct State {
         /// The body, until the pump starts and takes it.
@@ -61,6 +68,8 @@ private final class Handoff: Sendable {
         /// The pump, waiting to be asked for a chunk; resumed with `false` to stop.
         var demand: CheckedContinuation<Bool, Never>?
         var reader: CheckedContinuation<ByteBuffer?, any Error>?
+        /// When the waiting reader began to wait.
+        var waitingSince: NIODeadline?
         var timer: Scheduled<Void>?
         /// How the body ended: `nil` while it goes on, `.success` at its end.
         var outcome: Result<Void, any Error>?
@@ -82,9 +91,11 @@ private final class Handoff: Sendable {
                 enum Action { case finish(Result<Void, any Error>), start(Transfer<ChunkIterator>), ask(CheckedContinuation<Bool, Never>?) }
                 let action = state.withLockedValue { state -> Action in
                     if let outcome = state.outcome { return .finish(outcome) }
+                    let now = NIODeadline.now()
                     state.reader = reader
-                    state.timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(idleTimeout)) { [self] in
-                        stop(with: failure())
+                    state.waitingSince = now
+                    if state.timer == nil {
+                        state.timer = arm(on: MultiThreadedEventLoopGroup.singleton.any(), at: now + TimeAmount(idleTimeout))
                     }
                     if let inner = state.inner {
                         state.inner = nil
@@ -112,6 +123,27 @@ private final class Handoff: Sendable {
         }
     }
 
+    /// The idle timer, firing at `deadline` on `loop`.
+    private func arm(on loop: any EventLoop, at deadline: NIODeadline) -> Scheduled<Void> {
+        loop.scheduleTask(deadline: deadline) { [self] in expire(on: loop) }
+    }
+
+    /// The timer fired: the body ends if the waiting read has waited the whole idle timeout.
+    private func expire(on loop: any EventLoop) {
+        let idle = state.withLockedValue { state -> Bool in
+            guard state.outcome == nil, let waitingSince = state.waitingSince else {
+                state.timer = nil
+                return false
+            }
+            let due = waitingSince + TimeAmount(idleTimeout)
+            if NIODeadline.now() >= due { return true }
+            // On the timer's own loop, so setting it again sends no job to a loop.
+            state.timer = arm(on: loop, at: due)
+            return false
+        }
+        if idle { stop(with: failure()) }
+    }
+
     /// Ends the body: the reader (if waiting) gets `error`, the pump is cancelled, and every
     /// later read gets `error` too. Nothing happens once the body has ended.
     func stop(with error: any Error) {
@@ -119,7 +151,7 @@ private final class Handoff: Sendable {
             guard state.outcome == nil else { return nil }
             let before = state
             state.outcome = .failure(error)
-            (state.inner, state.reader, state.demand, state.timer) = (nil, nil, nil, nil)
+            (state.inner, state.reader, state.demand, state.timer, state.waitingSince) = (nil, nil, nil, nil, nil)
             return before
         }
         guard let stopped else { return }
@@ -138,7 +170,7 @@ private final class Handoff: Sendable {
             } catch {
                 result = .failure(error)
             }
-            let (reader, timer) = state.withLockedValue { state in
+            let (reader, timer) = state.withLockedValue { state -> (CheckedContinuation<ByteBuffer?, any Error>?, Scheduled<Void>?) in
                 if state.outcome == nil {
                     switch result {
                     case .success(nil): state.outcome = .success(())
@@ -146,7 +178,10 @@ private final class Handoff: Sendable {
                     case .success: break
                     }
                 }
-                defer { (state.reader, state.timer) = (nil, nil) }
+                defer { (state.reader, state.waitingSince) = (nil, nil) }
+                // The timer stays for the next read while the body goes on.
+                guard state.outcome != nil else { return (state.reader, nil) }
+                defer { state.timer = nil }
                 return (state.reader, state.timer)
             }
             timer?.cancel()
