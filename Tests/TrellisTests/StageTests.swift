@@ -176,8 +176,9 @@ struct StageTests {
 
     @Test func idleTimeoutStageLeavesAReaderThatPausesAlone() async throws {
         // The idle timeout counts while a read waits, not while the reader is busy elsewhere.
-        // The pause stands for the reader's own work; the body has nothing to signal.
-        let stage = IdleTimeoutStage(idleTimeout: .seconds(2))
+        // The pause stands for the reader's own work; the body has nothing to signal. The
+        // timeout is long enough for a loaded machine to hand over a chunk that is there.
+        let stage = IdleTimeoutStage(idleTimeout: .seconds(3))
         let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
         sink.yield(ByteBuffer(string: "first"))
         sink.yield(ByteBuffer(string: "second"))
@@ -187,7 +188,7 @@ struct StageTests {
         }
         var iterator = response.body.makeAsyncIterator()
         #expect(try await iterator.next().map { String(buffer: $0) } == "first")
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(for: .seconds(4))
         #expect(try await iterator.next().map { String(buffer: $0) } == "second")
         #expect(try await iterator.next() == nil)
     }

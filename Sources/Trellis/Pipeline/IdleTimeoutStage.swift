@@ -129,32 +129,46 @@ private final class Handoff: Sendable {
     }
 
     /// The timer fired: the body ends if the waiting read has waited the whole idle timeout.
+    ///
+    /// The decision and the end are taken under one hold of the lock: a chunk handed over in
+    /// between would otherwise reach its reader and the body be ended after all.
     private func expire(on loop: any EventLoop) {
-        let idle = state.withLockedValue { state -> Bool in
+        let error = failure()
+        let stopped = state.withLockedValue { state -> State? in
             guard state.outcome == nil, let waitingSince = state.waitingSince else {
                 state.timer = nil
-                return false
+                return nil
             }
             let due = waitingSince + TimeAmount(idleTimeout)
-            if NIODeadline.now() >= due { return true }
-            // On the timer's own loop, so setting it again sends no job to a loop.
-            state.timer = arm(on: loop, at: due)
-            return false
+            guard NIODeadline.now() >= due else {
+                // On the timer's own loop, so setting it again sends no job to a loop.
+                state.timer = arm(on: loop, at: due)
+                return nil
+            }
+            return Self.end(&state, with: error)
         }
-        if idle { stop(with: failure()) }
+        if let stopped { Self.finish(stopped, with: error) }
     }
 
     /// Ends the body: the reader (if waiting) gets `error`, the pump is cancelled, and every
     /// later read gets `error` too. Nothing happens once the body has ended.
     func stop(with error: any Error) {
-        let stopped = state.withLockedValue { state -> State? in
-            guard state.outcome == nil else { return nil }
-            let before = state
-            state.outcome = .failure(error)
-            (state.inner, state.reader, state.demand, state.timer, state.waitingSince) = (nil, nil, nil, nil, nil)
-            return before
+        let stopped = state.withLockedValue { state in
+            state.outcome == nil ? Self.end(&state, with: error) : nil
         }
-        guard let stopped else { return }
+        if let stopped { Self.finish(stopped, with: error) }
+    }
+
+    /// Marks the body ended with `error`, returning what was waiting on it.
+    private static func end(_ state: inout State, with error: any Error) -> State {
+        let before = state
+        state.outcome = .failure(error)
+        (state.inner, state.reader, state.demand, state.timer, state.waitingSince) = (nil, nil, nil, nil, nil)
+        return before
+    }
+
+    /// Outside the lock: stops the timer and the pump, and tells whoever waited.
+    private static func finish(_ stopped: State, with error: any Error) {
         stopped.timer?.cancel()
         stopped.pump?.cancel()
         stopped.demand?.resume(returning: false)
