@@ -133,8 +133,7 @@ private final class Handoff: Sendable {
     /// The decision and the end are taken under one hold of the lock: a chunk handed over in
     /// between would otherwise reach its reader and the body be ended after all.
     private func expire(on loop: any EventLoop) {
-        let error = failure()
-        let stopped = state.withLockedValue { state -> State? in
+        let stopped = state.withLockedValue { state -> (State, TrellisError)? in
             guard state.outcome == nil, let waitingSince = state.waitingSince else {
                 state.timer = nil
                 return nil
@@ -145,9 +144,11 @@ private final class Handoff: Sendable {
                 state.timer = arm(on: loop, at: due)
                 return nil
             }
-            return Self.end(&state, with: error)
+            // Written only now: most firings find the read answered, or one still in time.
+            let error = failure()
+            return (Self.end(&state, with: error), error)
         }
-        if let stopped { Self.finish(stopped, with: error) }
+        if let (before, error) = stopped { Self.finish(before, with: error) }
     }
 
     /// Ends the body: the reader (if waiting) gets `error`, the pump is cancelled, and every

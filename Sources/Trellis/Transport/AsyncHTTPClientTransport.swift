@@ -535,7 +535,7 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         waiting?.resume(with: result)
     }
 
-    func didReceiveHead(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    func didReceiveHead(task: HTTPClient.Task<Exchange>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         self.head = head
         announcedLength = head.headers.first(name: "content-length").flatMap { Int64($0) }
         if let announcedLength, announcedLength > limit {
@@ -544,7 +544,7 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func didReceiveBodyPart(task: HTTPClient.Task<Exchange>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         guard body.readableBytes + buffer.readableBytes <= limit else {
             return task.eventLoop.makeFailedFuture(TooLarge(limit: limit, announcedLength: announcedLength))
         }
