@@ -42,6 +42,7 @@ let package = Package(
                 .product(name: "Trellis", package: "Trellis"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

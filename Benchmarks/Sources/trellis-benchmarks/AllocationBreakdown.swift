@@ -15,6 +15,10 @@ enum AllocationBreakdown {
             let service = ArticlesService(client: client)
             let request = try Request(method: .get, url: url.appending(path: "article"))
             let decoder = JSONDecoder()
+            let encoder = JSONEncoder()
+            var postRequest = try Request(method: .post, url: url.appending(path: "articles"))
+            postRequest.body = RequestBody(ByteBuffer(data: try encoder.encode(ArticleFixtures.newArticle)), contentType: "application/json")
+            let post = postRequest
             let steps: [(String, @Sendable () async throws -> Void)] = [
                 ("raw AsyncHTTPClient + decode", {
                     let response = try await transport.httpClient.execute(HTTPClientRequest(url: url.absoluteString + "/article"), timeout: .seconds(60))
@@ -35,6 +39,23 @@ enum AllocationBreakdown {
                 }),
                 ("client.value(for:as:)", { _ = try await client.value(for: request, as: Article.self) }),
                 ("service.article()", { _ = try await service.article() }),
+                ("raw AsyncHTTPClient POST + decode", {
+                    var outgoing = HTTPClientRequest(url: url.absoluteString + "/articles")
+                    outgoing.method = .POST
+                    outgoing.headers.add(name: "Content-Type", value: "application/json")
+                    outgoing.body = .bytes(ByteBuffer(data: try encoder.encode(ArticleFixtures.newArticle)))
+                    let response = try await transport.httpClient.execute(outgoing, timeout: .seconds(60))
+                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+                }),
+                ("transport.send POST + collect + decode", {
+                    let response = try await transport.send(post)
+                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+                }),
+                ("client.send POST + collect + decode", {
+                    let response = try await client.send(post)
+                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+                }),
+                ("service.create(article:)", { _ = try await service.create(article: ArticleFixtures.newArticle) }),
             ]
             for (name, step) in steps {
                 for _ in 0..<50 { try await step() }

@@ -197,6 +197,9 @@ enum CallBenchmark {
     /// `interleavedRound`) and prints each round's throughput, CPU time per call and latency
     /// spread (as does `TRELLIS_BENCH_VERBOSE=1` with one side): to see whether a side costs
     /// the same alone as beside the other, and to compare two builds round by round.
+    ///
+    /// `TRELLIS_BENCH_PROFILE_PRELUDE=<n>` makes `n` raw calls of case 0, one after another,
+    /// before the profiled case: what the case sees in a full run, where case 0 comes first.
     static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
         let sides = parts.count == 2 ? parts[1].split(separator: "+") : []
@@ -206,6 +209,10 @@ enum CallBenchmark {
             throw BenchmarkFailure(description: "TRELLIS_BENCH_PROFILE wants <case number 0-\(scenarios.count - 1)>:<raw|trellis|raw+trellis>")
         }
         let scenario = scenarios[index]
+        // A sequential call before a concurrent case changes how the case compares (see
+        // Benchmarks/README.md, "What one call before a case does").
+        let prelude = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_PRELUDE"] ?? "") ?? 0
+        for _ in 0..<prelude { try await scenarios[0].raw() }
         let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_ROUNDS"] ?? "") ?? 10
         for round in 0..<rounds {
             let runs: [(String, Run)]

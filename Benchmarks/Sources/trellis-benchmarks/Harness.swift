@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOPosix
 
 /// One row of the report: a measured case next to its baseline from the same run.
 struct Row {
@@ -53,6 +54,9 @@ func withServer<Result>(
 ) async throws -> Result {
     let router = Router()
     configure(router)
+    // `TRELLIS_BENCH_SERVER_LOOPS=<n>`: the server on event loops of its own rather than on the
+    // process's shared ones, which the clients use too (a server elsewhere shares none of them).
+    let serverLoops = ProcessInfo.processInfo.environment["TRELLIS_BENCH_SERVER_LOOPS"].flatMap { Int($0) }
     let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "benchmark-server")
     logger.logLevel = .critical
@@ -61,6 +65,7 @@ func withServer<Result>(
         server: webSocket.map { .http1WebSocketUpgrade(webSocketRouter: $0) } ?? .http1(),
         configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
+        eventLoopGroupProvider: serverLoops.map { .shared(MultiThreadedEventLoopGroup(numberOfThreads: $0)) } ?? .singleton,
         logger: logger
     )
     let server = Task { try await app.run() }
