@@ -19,6 +19,9 @@ enum AllocationBreakdown {
             var postRequest = try Request(method: .post, url: url.appending(path: "articles"))
             postRequest.body = RequestBody(ByteBuffer(data: try encoder.encode(ArticleFixtures.newArticle)), contentType: "application/json")
             let post = postRequest
+            @Sendable func decodeArticle(from response: Trellis.Response<ResponseBody>) async throws {
+                _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
+            }
             let steps: [(String, @Sendable () async throws -> Void)] = [
                 ("raw AsyncHTTPClient + decode", {
                     let response = try await transport.httpClient.execute(HTTPClientRequest(url: url.absoluteString + "/article"), timeout: .seconds(60))
@@ -29,14 +32,8 @@ enum AllocationBreakdown {
                     let response = try await transport.httpClient.execute(request: legacy, delegate: ResponseAccumulator(request: legacy), deadline: .now() + .seconds(60)).futureResult.get()
                     _ = try decoder.decode(Article.self, from: response.body ?? ByteBuffer())
                 }),
-                ("transport.send + collect + decode", {
-                    let response = try await transport.send(request)
-                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
-                }),
-                ("client.send + collect + decode", {
-                    let response = try await client.send(request)
-                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
-                }),
+                ("transport.send + collect + decode", { try await decodeArticle(from: transport.send(request)) }),
+                ("client.send + collect + decode", { try await decodeArticle(from: client.send(request)) }),
                 ("client.value(for:as:)", { _ = try await client.value(for: request, as: Article.self) }),
                 ("service.article()", { _ = try await service.article() }),
                 ("raw AsyncHTTPClient POST + decode", {
@@ -47,14 +44,8 @@ enum AllocationBreakdown {
                     let response = try await transport.httpClient.execute(outgoing, timeout: .seconds(60))
                     _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
                 }),
-                ("transport.send POST + collect + decode", {
-                    let response = try await transport.send(post)
-                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
-                }),
-                ("client.send POST + collect + decode", {
-                    let response = try await client.send(post)
-                    _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
-                }),
+                ("transport.send POST + collect + decode", { try await decodeArticle(from: transport.send(post)) }),
+                ("client.send POST + collect + decode", { try await decodeArticle(from: client.send(post)) }),
                 ("service.create(article:)", { _ = try await service.create(article: ArticleFixtures.newArticle) }),
             ]
             for (name, step) in steps {
