@@ -39,13 +39,17 @@ public final class AsyncHTTPClientTransport: Transport {
     private let ownsClient: Bool
     /// Set by ``shutdown()`` before the clients are shut down. AsyncHTTPClient fails a request
     /// to a client that is shutting down without a word to its delegate: a call that sees this
-    /// set waits for the task's result instead (see `sendWithoutBody`).
+    /// set waits for the task's result instead (see `sendBuffered`).
     private let isShuttingDown = ManagedAtomic(false)
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedClients: [HTTPClient]
+    /// For ``httpClient`` and then each of `pinnedClients`, the event loop its connections last
+    /// read on, which a buffered call prefers; none for a client the caller brought, whose
+    /// connections the transport cannot watch.
+    let loopHints: [ConnectionLoopHint]
     /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
     let preparedRequests = PreparedRequests()
     /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
@@ -75,13 +79,18 @@ public final class AsyncHTTPClientTransport: Transport {
         var configuration = configuration
         configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
-        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let hints = (0...(pinning?.hosts.count ?? 0)).map { _ in ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup) }
+        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hints[0]))
         self.ownsClient = true
         self.pinning = pinning
         if case .enabled = configuration.decompression { self.decodesContentEncoding = true } else { self.decodesContentEncoding = false }
-        self.pinnedClients = (pinning?.hosts ?? []).map { pins in
-            HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, checking: pins))
+        self.pinnedClients = (pinning?.hosts ?? []).enumerated().map { index, pins in
+            HTTPClient(
+                eventLoopGroupProvider: .singleton,
+                configuration: Self.configuration(Self.configuration(configuration, checking: pins), watchedBy: hints[index + 1])
+            )
         }
+        self.loopHints = hints
     }
 
     /// A transport with Trellis's defaults and its own connect timeout: how long opening a
@@ -104,6 +113,7 @@ public final class AsyncHTTPClientTransport: Transport {
         self.ownsClient = false
         self.pinning = nil
         self.pinnedClients = []
+        self.loopHints = []
         self.decodesContentEncoding = false
     }
 
@@ -151,6 +161,18 @@ public final class AsyncHTTPClientTransport: Transport {
         return configuration
     }
 
+    /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`.
+    private static func configuration(
+        _ base: HTTPClient.Configuration,
+        watchedBy hint: ConnectionLoopHint
+    ) -> HTTPClient.Configuration {
+        var configuration = base
+        let watch: @Sendable (any Channel) -> EventLoopFuture<Void> = { hint.watch($0) }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(watch, base.http1_1ConnectionDebugInitializer)
+        configuration.http2ConnectionDebugInitializer = Self.chain(watch, base.http2ConnectionDebugInitializer)
+        return configuration
+    }
+
     private static func chain(
         _ first: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>,
         _ second: (@Sendable (any Channel) -> EventLoopFuture<Void>)?
@@ -159,14 +181,15 @@ public final class AsyncHTTPClientTransport: Transport {
         return { channel in first(channel).flatMap { second(channel) } }
     }
 
-    /// The client for `request`'s host and the pins it checks.
-    private func client(for request: Request) -> (HTTPClient, PinnedHost?) {
+    /// The client for `request`'s host, the pins it checks, and the loop its connections last
+    /// read on.
+    private func client(for request: Request) -> (client: HTTPClient, pins: PinnedHost?, hint: ConnectionLoopHint?) {
         guard let pinning, request.head.scheme?.lowercased() == "https",
             let index = pinning.index(for: PlainHTTPPolicy.host(of: request.head.authority ?? ""))
         else {
-            return (httpClient, nil)
+            return (httpClient, nil, loopHints.first)
         }
-        return (pinnedClients[index], pinning.hosts[index])
+        return (pinnedClients[index], pinning.hosts[index], loopHints[index + 1])
     }
 
     private static func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponse {
@@ -185,15 +208,18 @@ public final class AsyncHTTPClientTransport: Transport {
     ///
     /// A buffered call with no body or one in memory is held to its deadline here, body
     /// included, so the client's deadline stage passes it over (see `enforcesDeadline(for:)`).
-    /// Without a request body it goes through AsyncHTTPClient's delegate API, whose deadline
-    /// covers the whole exchange and which gathers the body on the event loop; with one, the
-    /// delegate API would write the body through an extra hop to the task's event loop, keeping
-    /// the connection busy longer, so it goes through the async API and `collect(_:upTo:announced:by:of:host:)`
-    /// (measured in `Benchmarks/`).
+    /// Such a call goes through AsyncHTTPClient's delegate API, whose deadline covers the whole
+    /// exchange and which gathers the body on the event loop, with two exceptions (both measured
+    /// in `Benchmarks/`). A call with a body, made while other calls are under way, goes through
+    /// the async API and `collect(_:upTo:announced:by:of:host:)` instead: its delegate would run
+    /// on a loop other than its connection's as often as not, and the body would be written
+    /// through that loop, keeping the connection busy longer. A call made alone runs its
+    /// delegate on its connection's loop (see ``ConnectionLoopHint``). The other exception is a
+    /// client the caller brought, whose connections the transport cannot watch.
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
-        if request.body == nil, let bufferLimit {
-            return try await sendWithoutBody(request, upTo: bufferLimit)
+        if let bufferLimit, request.body == nil || client(for: request).hint?.wouldPreferALoop == true {
+            return try await sendBuffered(request, upTo: bufferLimit)
         }
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
@@ -210,7 +236,7 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         let host = request.head.authority ?? ""
-        let (client, pins) = client(for: request)
+        let (client, pins, _) = client(for: request)
         let response: HTTPClientResponse
         do {
             response = try await Self.waitingForAConnection(until: deadline) { remaining in
@@ -279,10 +305,10 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
-    /// A buffered call without a request body, over the delegate API: one resumption of the
-    /// caller when the whole response is in, where the async API's body needs a task of its
-    /// own to be held to the deadline, and a second resumption whenever the body comes after
-    /// the head.
+    /// A buffered call with no request body or one in memory, over the delegate API: one
+    /// resumption of the caller when the whole response is in, where the async API's body
+    /// needs a task of its own to be held to the deadline, and a second resumption whenever the
+    /// body comes after the head.
     ///
     /// The delegate resumes the caller itself, on the event loop, when the exchange ends.
     /// Waiting on the task's future instead registers a callback from off the event loop,
@@ -290,17 +316,18 @@ public final class AsyncHTTPClientTransport: Transport {
     /// in `Benchmarks/`). AsyncHTTPClient tells the delegate how every exchange ends, except
     /// when its client is shutting down, and on a redirect it follows itself, which only a
     /// client Trellis does not own can do: then the task's result ends the wait as well.
-    private func sendWithoutBody(_ request: Request, upTo limit: Int) async throws -> Response<ResponseBody> {
+    private func sendBuffered(_ request: Request, upTo limit: Int) async throws -> Response<ResponseBody> {
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
         let host = request.head.authority ?? ""
-        let (client, pins) = client(for: request)
+        let (client, pins, hint) = client(for: request)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headerFields.count)
         request.forEachWireField { name, value in headers.add(name: name, value: value) }
-        let outgoing: HTTPClient.Request
+        var outgoing: HTTPClient.Request
         do {
             outgoing = try preparedRequests.request(method: request.method.rawValue, url: request.urlString, headers: headers)
+            if let bytes = request.body?.bytes { outgoing.body = .byteBuffer(bytes) }
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
@@ -310,7 +337,9 @@ public final class AsyncHTTPClientTransport: Transport {
             let (head, body) = try await Self.waitingForAConnection(until: deadline) { remaining in
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
-                let task = client.execute(request: outgoing, delegate: attempt)
+                let preferred = hint?.begin()
+                defer { hint?.end() }
+                let task = client.execute(request: outgoing, delegate: attempt, eventLoop: preferred.map { .delegate(on: $0) } ?? .indifferent)
                 do {
                     attempt.hold(to: try task.eventLoop.scheduleCallback(in: TimeAmount(remaining), handler: DeadlineExpiry(task: task)))
                 } catch {
@@ -596,3 +625,4 @@ private struct RequestBodyChunks: AsyncSequence, Sendable {
 }
 
 extension AsyncHTTPClientTransport: ContentDecodingTransport {}
+

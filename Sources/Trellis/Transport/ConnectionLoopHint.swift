@@ -1,0 +1,90 @@
+import AsyncHTTPClient
+import Atomics
+import NIOCore
+
+/// The event loop on which a connection of one `HTTPClient` last received bytes, for a call
+/// to prefer.
+///
+/// AsyncHTTPClient runs the delegate of a request on an event loop it picks before it picks
+/// the connection, by default the next loop of the group. When the connection is on another
+/// loop, each callback becomes a job for the delegate's thread, often with a wake-up. That
+/// happened to half of the buffered calls, sequential or concurrent (Benchmarks/README.md).
+/// The pool gives a request an idle connection on the loop it prefers when it has one. So a
+/// call that prefers the loop a connection last read on finds its connection and its
+/// delegate on one thread whenever calls follow one another. Under load every connection is
+/// busy, and a call takes the first connection freed, wherever it is, as before.
+///
+/// The hint covers all the hosts of one client: calls alternating between hosts on
+/// different loops gain nothing.
+final class ConnectionLoopHint: Sendable {
+    private let loops: [any EventLoop]
+    /// The index in `loops` of the latest loop to read, or -1 before any connection has read.
+    private let latest = ManagedAtomic(-1)
+    /// Calls between ``begin()`` and ``end()``.
+    private let inFlight = ManagedAtomic(0)
+
+    init(group: any EventLoopGroup) {
+        loops = Array(group.makeIterator())
+    }
+
+    /// The loop on which the delegate of a call starting now should run: the one a connection
+    /// last read on, when no other call through this hint is under way and a connection has
+    /// read; otherwise `nil`, for AsyncHTTPClient to pick. Pair each call with ``end()``.
+    ///
+    /// Only a call alone prefers a loop; calls that overlap keep AsyncHTTPClient's choice.
+    /// With one loop preferred by every call, GET at concurrency 32 fell from 0.94x to 0.86x
+    /// of raw AsyncHTTPClient (Benchmarks/README.md), most likely because the pool opens new
+    /// connections on the loop a request prefers.
+    func begin() -> (any EventLoop)? {
+        let others = inFlight.loadThenWrappingIncrement(ordering: .relaxed)
+        let index = latest.load(ordering: .relaxed)
+        return others == 0 && index >= 0 ? loops[index] : nil
+    }
+
+    /// Whether a call starting now would prefer a loop: no call through this hint is under way,
+    /// and a connection has read. Another call may begin in between; then ``begin()`` leaves the
+    /// choice to AsyncHTTPClient after all.
+    var wouldPreferALoop: Bool {
+        inFlight.load(ordering: .relaxed) == 0 && latest.load(ordering: .relaxed) >= 0
+    }
+
+    /// Ends a call that ``begin()`` started.
+    func end() {
+        inFlight.wrappingDecrement(ordering: .relaxed)
+    }
+
+    /// The loop a connection last read on, if any has: for tests.
+    var loop: (any EventLoop)? {
+        let index = latest.load(ordering: .relaxed)
+        return index >= 0 ? loops[index] : nil
+    }
+
+    /// Puts first in a new connection's pipeline the handler that notes each read's loop.
+    ///
+    /// Meant for AsyncHTTPClient's connection initializers, which run once a connection is
+    /// set up and before it carries a request.
+    func watch(_ channel: any Channel) -> EventLoopFuture<Void> {
+        guard let index = loops.firstIndex(where: { $0 === channel.eventLoop }) else {
+            // A loop from another group: nothing to prefer.
+            return channel.eventLoop.makeSucceededVoidFuture()
+        }
+        return channel.pipeline.addHandler(ReadWatcher(index: index, latest: latest), position: .first)
+    }
+
+    private final class ReadWatcher: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+
+        let index: Int
+        let latest: ManagedAtomic<Int>
+
+        init(index: Int, latest: ManagedAtomic<Int>) {
+            self.index = index
+            self.latest = latest
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            latest.store(index, ordering: .relaxed)
+            context.fireChannelRead(data)
+        }
+    }
+}

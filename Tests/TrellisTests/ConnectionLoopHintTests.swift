@@ -1,0 +1,90 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+@testable import Trellis
+
+/// A buffered call made alone asks AsyncHTTPClient to run its delegate on the event loop its
+/// connections last read on, so that the connection and the delegate share a thread; calls
+/// that overlap leave the choice to AsyncHTTPClient.
+@Suite("The event loop a call prefers")
+struct ConnectionLoopHintTests {
+    @Test
+    func callsOneAfterAnotherPreferTheLoopTheirConnectionReadOn() async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            // The caller's own connection initializer: it must still run, and it tells which
+            // loop each connection is on.
+            let opened = NIOLockedValueBox<[ObjectIdentifier]>([])
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            configuration.http1_1ConnectionDebugInitializer = { channel in
+                opened.withLockedValue { $0.append(ObjectIdentifier(channel.eventLoop)) }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            let transport = AsyncHTTPClientTransport(configuration: configuration)
+            let client = Client(baseURL: url, transport: transport)
+            let request = try Request(method: .get, url: url.appending(path: "text"))
+            let hint = try #require(transport.loopHints.first)
+            #expect(hint.loop == nil, "no connection has read yet")
+
+            for _ in 0..<5 {
+                #expect(try await client.value(for: request, as: String.self) == "héllo, world")
+            }
+
+            let loops = opened.withLockedValue { $0 }
+            #expect(loops.count == 1, "calls one after another share one connection")
+            let preferred = try #require(hint.loop)
+            #expect(ObjectIdentifier(preferred) == loops.first)
+
+            // A call alone prefers that loop; one that overlaps it does not.
+            let alone = hint.begin()
+            let overlapping = hint.begin()
+            #expect(alone.map(ObjectIdentifier.init) == loops.first)
+            #expect(overlapping == nil)
+            hint.end()
+            hint.end()
+            #expect(hint.begin().map(ObjectIdentifier.init) == loops.first, "alone again once the others ended")
+            hint.end()
+            try await transport.shutdown()
+        }
+    }
+
+    /// A body in memory goes out whole whichever way the call takes: over the delegate API when
+    /// it is made alone, over the async API while another call is under way.
+    @Test
+    func aBodySentAloneOrBesideAnotherCallArrivesWhole() async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            let transport = AsyncHTTPClientTransport()
+            let client = Client(baseURL: url, transport: transport)
+            let hint = try #require(transport.loopHints.first)
+            func post(_ text: String) async throws -> Echo {
+                var request = try Request(method: .post, url: url.appending(path: "echo/notes"))
+                request.body = RequestBody(text)
+                return try await client.value(for: request, as: Echo.self)
+            }
+            _ = try await post("opens the connection")
+            #expect(hint.wouldPreferALoop)
+
+            let alone = try await post("sent alone, é")
+            #expect(alone.body == "sent alone, é")
+            #expect(alone.headers["content-length"] == "\(Array("sent alone, é".utf8).count)")
+
+            // Another call under way: the body goes through the async API.
+            #expect(hint.begin() != nil)
+            #expect(!hint.wouldPreferALoop)
+            let beside = try await post("sent beside another")
+            hint.end()
+            #expect(beside.body == "sent beside another")
+            #expect(beside.headers["content-length"] == "19")
+            try await transport.shutdown()
+        }
+    }
+
+    @Test
+    func aTransportOverTheCallersClientPrefersNoLoop() async throws {
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let transport = AsyncHTTPClientTransport(httpClient: http)
+        #expect(transport.loopHints.isEmpty, "connections of a client Trellis did not make are not watched")
+        try await http.shutdown()
+    }
+}
