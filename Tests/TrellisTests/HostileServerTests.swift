@@ -172,9 +172,9 @@ struct HostileServerTests {
             var ended = server.floodEnded.makeAsyncIterator()
             let sent = try #require(await ended.next())
             // The transfer was cut short: a client that read on would have taken the whole
-            // gigabyte. How far the server got before its writes failed depends on the
-            // machine's speed and load (up to 180 MB with the full suite running beside it on
-            // two cores, through URLSession), so the bound is the gigabyte itself.
+            // flood. How far the server got before its writes failed depends on the machine's
+            // speed and load (up to 180 MB with the full suite running beside it on two cores,
+            // through URLSession, and once a whole gigabyte), so the bound is the flood itself.
             #expect(sent < HostileServer.floodLimit, "the server sent \(sent) bytes")
         }
     }

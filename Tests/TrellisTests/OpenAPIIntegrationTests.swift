@@ -242,7 +242,7 @@ struct OpenAPIIntegrationTests {
             }
             #expect(tooLarge.limit == 1 << 20)
             let flooded = await hostile.floodEnded.first { _ in true } ?? .max
-            // The transfer was cut: the server's writes failed before the 1 GiB it offers. How
+            // The transfer was cut: the server's writes failed before the 4 GiB it offers. How
             // far it got depends on how fast the machine is, so no tighter bound is asserted.
             #expect(flooded < HostileServer.floodLimit, "the server sent \(flooded) bytes")
         }
