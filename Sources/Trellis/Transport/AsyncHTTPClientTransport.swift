@@ -209,13 +209,13 @@ public final class AsyncHTTPClientTransport: Transport {
     /// A buffered call with no body or one in memory is held to its deadline here, body
     /// included, so the client's deadline stage passes it over (see `enforcesDeadline(for:)`).
     /// Such a call goes through AsyncHTTPClient's delegate API, whose deadline covers the whole
-    /// exchange and which gathers the body on the event loop, with two exceptions (both measured
-    /// in `Benchmarks/`). A call with a body, made while other calls are under way, goes through
-    /// the async API and `collect(_:upTo:announced:by:of:host:)` instead: its delegate would run
-    /// on a loop other than its connection's as often as not, and the body would be written
-    /// through that loop, keeping the connection busy longer. A call made alone runs its
-    /// delegate on its connection's loop (see ``ConnectionLoopHint``). The other exception is a
-    /// client the caller brought, whose connections the transport cannot watch.
+    /// exchange and which gathers the body on the event loop. A call with a body goes through the
+    /// async API and `collect(_:upTo:announced:by:of:host:)` instead when other calls are under
+    /// way, or when the client is one the caller brought: its delegate would run on a loop other
+    /// than its connection's as often as not, and the body would be written through that loop,
+    /// keeping the connection busy longer. A call made alone through a client the transport
+    /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`). Both ways
+    /// were measured in `Benchmarks/`.
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
         if let bufferLimit, request.body == nil || client(for: request).hint?.wouldPreferALoop == true {
@@ -625,4 +625,3 @@ private struct RequestBodyChunks: AsyncSequence, Sendable {
 }
 
 extension AsyncHTTPClientTransport: ContentDecodingTransport {}
-
