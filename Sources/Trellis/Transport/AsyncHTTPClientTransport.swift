@@ -181,9 +181,12 @@ public final class AsyncHTTPClientTransport: Transport {
         return { channel in first(channel).flatMap { second(channel) } }
     }
 
-    /// The client for `request`'s host, the pins it checks, and the loop its connections last
+    /// The client for a request's host, the pins it checks, and the loop its connections last
     /// read on.
-    private func client(for request: Request) -> (client: HTTPClient, pins: PinnedHost?, hint: ConnectionLoopHint?) {
+    private typealias Route = (client: HTTPClient, pins: PinnedHost?, hint: ConnectionLoopHint?)
+
+    /// The route of `request`.
+    private func client(for request: Request) -> Route {
         guard let pinning, request.head.scheme?.lowercased() == "https",
             let index = pinning.index(for: PlainHTTPPolicy.host(of: request.head.authority ?? ""))
         else {
@@ -218,8 +221,9 @@ public final class AsyncHTTPClientTransport: Transport {
     /// were measured in `Benchmarks/`.
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
-        if let bufferLimit, request.body == nil || client(for: request).hint?.wouldPreferALoop == true {
-            return try await sendBuffered(request, upTo: bufferLimit)
+        let route = client(for: request)
+        if let bufferLimit, request.body == nil || route.hint?.wouldPreferALoop == true {
+            return try await sendBuffered(request, upTo: bufferLimit, through: route)
         }
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
@@ -236,7 +240,7 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         let host = request.head.authority ?? ""
-        let (client, pins, _) = client(for: request)
+        let (client, pins) = (route.client, route.pins)
         let response: HTTPClientResponse
         do {
             response = try await Self.waitingForAConnection(until: deadline) { remaining in
@@ -316,11 +320,11 @@ public final class AsyncHTTPClientTransport: Transport {
     /// in `Benchmarks/`). AsyncHTTPClient tells the delegate how every exchange ends, except
     /// when its client is shutting down, and on a redirect it follows itself, which only a
     /// client Trellis does not own can do: then the task's result ends the wait as well.
-    private func sendBuffered(_ request: Request, upTo limit: Int) async throws -> Response<ResponseBody> {
+    private func sendBuffered(_ request: Request, upTo limit: Int, through route: Route) async throws -> Response<ResponseBody> {
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
         let host = request.head.authority ?? ""
-        let (client, pins, hint) = client(for: request)
+        let (client, pins, hint) = route
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headerFields.count)
         request.forEachWireField { name, value in headers.add(name: name, value: value) }

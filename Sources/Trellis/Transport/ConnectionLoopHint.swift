@@ -36,16 +36,14 @@ final class ConnectionLoopHint: Sendable {
     /// of raw AsyncHTTPClient (Benchmarks/README.md), most likely because the pool opens new
     /// connections on the loop a request prefers.
     func begin() -> (any EventLoop)? {
-        let others = inFlight.loadThenWrappingIncrement(ordering: .relaxed)
-        let index = latest.load(ordering: .relaxed)
-        return others == 0 && index >= 0 ? loops[index] : nil
+        inFlight.loadThenWrappingIncrement(ordering: .relaxed) == 0 ? loop : nil
     }
 
     /// Whether a call starting now would prefer a loop: no call through this hint is under way,
     /// and a connection has read. Another call may begin in between; then ``begin()`` leaves the
     /// choice to AsyncHTTPClient after all.
     var wouldPreferALoop: Bool {
-        inFlight.load(ordering: .relaxed) == 0 && latest.load(ordering: .relaxed) >= 0
+        inFlight.load(ordering: .relaxed) == 0 && loop != nil
     }
 
     /// Ends a call that ``begin()`` started.
@@ -53,7 +51,7 @@ final class ConnectionLoopHint: Sendable {
         inFlight.wrappingDecrement(ordering: .relaxed)
     }
 
-    /// The loop a connection last read on, if any has: for tests.
+    /// The loop a connection last read on, if any has.
     var loop: (any EventLoop)? {
         let index = latest.load(ordering: .relaxed)
         return index >= 0 ? loops[index] : nil
