@@ -63,7 +63,7 @@ struct ConnectionLoopHintTests {
                 return try await client.value(for: request, as: Echo.self)
             }
             _ = try await post("opens the connection")
-            #expect(hint.wouldPreferALoop)
+            #expect(hint.loop != nil)
 
             let alone = try await post("sent alone, é")
             #expect(alone.body == "sent alone, é")
@@ -71,11 +71,47 @@ struct ConnectionLoopHintTests {
 
             // Another call under way: the body goes through the async API.
             #expect(hint.begin() != nil)
-            #expect(!hint.wouldPreferALoop)
             let beside = try await post("sent beside another")
             hint.end()
             #expect(beside.body == "sent beside another")
             #expect(beside.headers["content-length"] == "19")
+            try await transport.shutdown()
+        }
+    }
+
+    /// A call whose body streams takes the async API; while it is under way, another call is
+    /// not alone.
+    @Test
+    func aCallStreamingItsBodyCountsAsUnderWay() async throws {
+        try await TestServer.with(TestRoutes.install) { url in
+            let transport = AsyncHTTPClientTransport()
+            let client = Client(baseURL: url, transport: transport)
+            let hint = try #require(transport.loopHints.first)
+            _ = try await client.value(for: try Request(method: .get, url: url.appending(path: "text")), as: String.self)
+            #expect(hint.loop != nil)
+
+            let (started, start) = AsyncStream<Void>.makeStream()
+            let (gate, open) = AsyncStream<Void>.makeStream()
+            var request = try Request(method: .post, url: url.appending(path: "echo/notes"))
+            // The first chunk is asked for once the call is under way; it waits for the gate.
+            request.body = RequestBody(length: nil, replayingChunks: {
+                var sent = false
+                return ChunkIterator {
+                    guard !sent else { return nil }
+                    sent = true
+                    start.yield()
+                    for await _ in gate { break }
+                    return ByteBuffer(string: "streamed")
+                }
+            })
+            let call = Task { try await client.value(for: request, as: Echo.self) }
+            for await _ in started { break }
+            #expect(hint.begin() == nil, "the streaming call is under way")
+            hint.end()
+            open.yield()
+            #expect(try await call.value.body == "streamed")
+            #expect(hint.begin() != nil, "alone again once it ended")
+            hint.end()
             try await transport.shutdown()
         }
     }

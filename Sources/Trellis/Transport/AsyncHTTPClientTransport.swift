@@ -222,8 +222,12 @@ public final class AsyncHTTPClientTransport: Transport {
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
         let route = client(for: request)
-        if let bufferLimit, request.body == nil || route.hint?.wouldPreferALoop == true {
-            return try await sendBuffered(request, upTo: bufferLimit, through: route)
+        // Every call counts, whichever way it goes, so that a call overlapping one with a
+        // body (or a stream) is known not to be alone.
+        let preferred = route.hint?.begin()
+        defer { route.hint?.end() }
+        if let bufferLimit, request.body == nil || preferred != nil {
+            return try await sendBuffered(request, upTo: bufferLimit, through: route, preferring: preferred)
         }
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
@@ -320,11 +324,16 @@ public final class AsyncHTTPClientTransport: Transport {
     /// in `Benchmarks/`). AsyncHTTPClient tells the delegate how every exchange ends, except
     /// when its client is shutting down, and on a redirect it follows itself, which only a
     /// client Trellis does not own can do: then the task's result ends the wait as well.
-    private func sendBuffered(_ request: Request, upTo limit: Int, through route: Route) async throws -> Response<ResponseBody> {
+    private func sendBuffered(
+        _ request: Request,
+        upTo limit: Int,
+        through route: Route,
+        preferring preferred: (any EventLoop)?
+    ) async throws -> Response<ResponseBody> {
         let timeout = request.timeout ?? .seconds(60)
         let deadline = request.deadline ?? .now + timeout
         let host = request.head.authority ?? ""
-        let (client, pins, hint) = route
+        let (client, pins) = (route.client, route.pins)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headerFields.count)
         request.forEachWireField { name, value in headers.add(name: name, value: value) }
@@ -341,8 +350,6 @@ public final class AsyncHTTPClientTransport: Transport {
             let (head, body) = try await Self.waitingForAConnection(until: deadline) { remaining in
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
-                let preferred = hint?.begin()
-                defer { hint?.end() }
                 let task = client.execute(request: outgoing, delegate: attempt, eventLoop: preferred.map { .delegate(on: $0) } ?? .indifferent)
                 do {
                     attempt.hold(to: try task.eventLoop.scheduleCallback(in: TimeAmount(remaining), handler: DeadlineExpiry(task: task)))

@@ -20,7 +20,8 @@ final class ConnectionLoopHint: Sendable {
     private let loops: [any EventLoop]
     /// The index in `loops` of the latest loop to read, or -1 before any connection has read.
     private let latest = ManagedAtomic(-1)
-    /// Calls between ``begin()`` and ``end()``.
+    /// Calls between ``begin()`` and ``end()``: every call through the transport, whichever
+    /// API it takes, from its start until its head (or its whole buffered response) is in.
     private let inFlight = ManagedAtomic(0)
 
     init(group: any EventLoopGroup) {
@@ -29,7 +30,9 @@ final class ConnectionLoopHint: Sendable {
 
     /// The loop on which the delegate of a call starting now should run: the one a connection
     /// last read on, when no other call through this hint is under way and a connection has
-    /// read; otherwise `nil`, for AsyncHTTPClient to pick. Pair each call with ``end()``.
+    /// read; otherwise `nil`, for AsyncHTTPClient to pick. Pair each call with ``end()``, and
+    /// begin every call, whether it will use the loop or not: a call that overlaps one not
+    /// counted would be taken for a call alone.
     ///
     /// Only a call alone prefers a loop; calls that overlap keep AsyncHTTPClient's choice.
     /// With one loop preferred by every call, GET at concurrency 32 fell from 0.94x to 0.86x
@@ -37,13 +40,6 @@ final class ConnectionLoopHint: Sendable {
     /// connections on the loop a request prefers.
     func begin() -> (any EventLoop)? {
         inFlight.loadThenWrappingIncrement(ordering: .relaxed) == 0 ? loop : nil
-    }
-
-    /// Whether a call starting now would prefer a loop: no call through this hint is under way,
-    /// and a connection has read. Another call may begin in between; then ``begin()`` leaves the
-    /// choice to AsyncHTTPClient after all.
-    var wouldPreferALoop: Bool {
-        inFlight.load(ordering: .relaxed) == 0 && loop != nil
     }
 
     /// Ends a call that ``begin()`` started.
