@@ -200,6 +200,8 @@ enum CallBenchmark {
     ///
     /// `TRELLIS_BENCH_PROFILE_PRELUDE=<n>` makes `n` raw calls of case 0, one after another,
     /// before the profiled case: what the case sees in a full run, where case 0 comes first.
+    /// `TRELLIS_BENCH_PROFILE_PRELUDE=<n>@<case>` runs `n` rounds of that case instead (both
+    /// sides, in slices as the tables do): what a concurrent case leaves to the one after it.
     static func profile(_ choice: String, _ scenarios: [Scenario]) async throws {
         let parts = choice.split(separator: ":")
         let sides = parts.count == 2 ? parts[1].split(separator: "+") : []
@@ -211,8 +213,14 @@ enum CallBenchmark {
         let scenario = scenarios[index]
         // A sequential call before a concurrent case changes how the case compares (see
         // Benchmarks/README.md, "What one call before a case does").
-        let prelude = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_PRELUDE"] ?? "") ?? 0
-        for _ in 0..<prelude { try await scenarios[0].raw() }
+        let prelude = (ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_PRELUDE"] ?? "").split(separator: "@")
+        if let count = prelude.first.flatMap({ Int($0) }) {
+            if prelude.count == 2, let before = Int(prelude[1]), scenarios.indices.contains(before) {
+                for _ in 0..<count { _ = try await interleavedRound(scenarios[before], rawFirst: true) }
+            } else {
+                for _ in 0..<count { try await scenarios[0].raw() }
+            }
+        }
         let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_ROUNDS"] ?? "") ?? 10
         for round in 0..<rounds {
             let runs: [(String, Run)]
