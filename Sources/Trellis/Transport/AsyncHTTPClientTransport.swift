@@ -43,13 +43,11 @@ public final class AsyncHTTPClientTransport: Transport {
     private let isShuttingDown = ManagedAtomic(false)
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
+    /// Where a request to a host that is not pinned goes: ``httpClient``.
+    private let defaultRoute: Route
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
-    private let pinnedClients: [HTTPClient]
-    /// For ``httpClient`` and then each of `pinnedClients`, the event loop its connections last
-    /// read on, which a buffered call prefers; none for a client the caller brought, whose
-    /// connections the transport cannot watch.
-    let loopHints: [ConnectionLoopHint]
+    private let pinnedRoutes: [Route]
     /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
     let preparedRequests = PreparedRequests()
     /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
@@ -79,18 +77,20 @@ public final class AsyncHTTPClientTransport: Transport {
         var configuration = configuration
         configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
-        let hints = (0...(pinning?.hosts.count ?? 0)).map { _ in ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup) }
-        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hints[0]))
+        let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
+        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
+        self.defaultRoute = Route(client: httpClient, pins: nil, hint: hint)
         self.ownsClient = true
         self.pinning = pinning
         if case .enabled = configuration.decompression { self.decodesContentEncoding = true } else { self.decodesContentEncoding = false }
-        self.pinnedClients = (pinning?.hosts ?? []).enumerated().map { index, pins in
-            HTTPClient(
+        self.pinnedRoutes = (pinning?.hosts ?? []).map { pins in
+            let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
+            let client = HTTPClient(
                 eventLoopGroupProvider: .singleton,
-                configuration: Self.configuration(Self.configuration(configuration, checking: pins), watchedBy: hints[index + 1])
+                configuration: Self.configuration(Self.configuration(configuration, checking: pins), watchedBy: hint)
             )
+            return Route(client: client, pins: pins, hint: hint)
         }
-        self.loopHints = hints
     }
 
     /// A transport with Trellis's defaults and its own connect timeout: how long opening a
@@ -110,10 +110,11 @@ public final class AsyncHTTPClientTransport: Transport {
     /// one span, not two.
     public init(httpClient: HTTPClient) {
         self.httpClient = httpClient
+        // The transport cannot watch the connections of a client it did not make.
+        self.defaultRoute = Route(client: httpClient, pins: nil, hint: nil)
         self.ownsClient = false
         self.pinning = nil
-        self.pinnedClients = []
-        self.loopHints = []
+        self.pinnedRoutes = []
         self.decodesContentEncoding = false
     }
 
@@ -121,8 +122,8 @@ public final class AsyncHTTPClientTransport: Transport {
         if ownsClient {
             httpClient.shutdown { _ in }
         }
-        for client in pinnedClients {
-            client.shutdown { _ in }
+        for route in pinnedRoutes {
+            route.client.shutdown { _ in }
         }
     }
 
@@ -132,8 +133,8 @@ public final class AsyncHTTPClientTransport: Transport {
         if ownsClient {
             try await httpClient.shutdown()
         }
-        for client in pinnedClients {
-            try await client.shutdown()
+        for route in pinnedRoutes {
+            try await route.client.shutdown()
         }
     }
 
@@ -181,18 +182,27 @@ public final class AsyncHTTPClientTransport: Transport {
         return { channel in first(channel).flatMap { second(channel) } }
     }
 
-    /// The client for a request's host, the pins it checks, and the loop its connections last
-    /// read on.
-    private typealias Route = (client: HTTPClient, pins: PinnedHost?, hint: ConnectionLoopHint?)
+    /// A client, the pins it checks, and the hint that notes the loop its connections last
+    /// read on (none for a client the caller brought).
+    private struct Route: Sendable {
+        let client: HTTPClient
+        let pins: PinnedHost?
+        let hint: ConnectionLoopHint?
+    }
 
     /// The route of `request`.
-    private func client(for request: Request) -> Route {
+    private func route(for request: Request) -> Route {
         guard let pinning, request.head.scheme?.lowercased() == "https",
             let index = pinning.index(for: PlainHTTPPolicy.host(of: request.head.authority ?? ""))
         else {
-            return (httpClient, nil, loopHints.first)
+            return defaultRoute
         }
-        return (pinnedClients[index], pinning.hosts[index], loopHints[index + 1])
+        return pinnedRoutes[index]
+    }
+
+    /// The hints of the clients the transport made, the default one first; for tests.
+    var loopHints: [ConnectionLoopHint] {
+        ([defaultRoute] + pinnedRoutes).compactMap(\.hint)
     }
 
     private static func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponse {
@@ -221,7 +231,7 @@ public final class AsyncHTTPClientTransport: Transport {
     /// were measured in `Benchmarks/`.
     public func send(_ request: Request) async throws -> Response<ResponseBody> {
         let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
-        let route = client(for: request)
+        let route = route(for: request)
         // Every call counts, whichever way it goes, so that a call overlapping one with a
         // body (or a stream) is known not to be alone.
         let preferred = route.hint?.begin()
