@@ -27,6 +27,8 @@ let package = Package(
         // The in-process servers.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        // The server side of `TRELLIS_BENCH_PAIRING`, which reads request heads as HTTPTypes.
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         // The `openapi` suite: a generated client over TrellisOpenAPI against the same client
         // over swift-openapi-async-http-client, both served by the generated server.
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
@@ -46,6 +48,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "TrellisOpenAPI", package: "Trellis"),

@@ -111,7 +111,7 @@ enum CallBenchmark {
     }
 
     private static func asyncHTTPClientScenarios(_ url: URL) -> [Scenario] {
-        let transport = AsyncHTTPClientTransport.shared
+        let transport = LoopPairing.shared.map(\.transport) ?? AsyncHTTPClientTransport.shared
         let http = transport.httpClient
         let service = ArticlesService(client: Client(baseURL: url, transport: transport))
         let decoder = JSONDecoder()
@@ -222,6 +222,8 @@ enum CallBenchmark {
             }
         }
         let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE_ROUNDS"] ?? "") ?? 10
+        LoopPairing.shared?.resetCounts()
+        defer { LoopPairing.shared.map { Swift.print("connections of the profiled rounds:\n" + $0.report()) } }
         for round in 0..<rounds {
             let runs: [(String, Run)]
             if sides.count > 1 {

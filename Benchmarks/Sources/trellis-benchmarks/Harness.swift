@@ -62,7 +62,8 @@ func withServer<Result>(
     logger.logLevel = .critical
     let app = Application(
         router: router,
-        server: webSocket.map { .http1WebSocketUpgrade(webSocketRouter: $0) } ?? .http1(),
+        server: webSocket.map { .http1WebSocketUpgrade(webSocketRouter: $0) }
+            ?? .http1(configuration: .init(additionalChannelHandlers: LoopPairing.shared.map { [$0.serverHandler()] } ?? [])),
         configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
         eventLoopGroupProvider: serverLoops.map { .shared(MultiThreadedEventLoopGroup(numberOfThreads: $0)) } ?? .singleton,

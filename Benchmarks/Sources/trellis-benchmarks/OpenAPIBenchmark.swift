@@ -16,14 +16,15 @@ enum OpenAPIBenchmark {
     static func run(rounds: Int) async throws -> [CallRow] {
         try await withServer(PetStoreHandler().install) { url in
             let serverURL = url.appending(path: "v1")
-            let http = Trellis.AsyncHTTPClientTransport.shared.httpClient
+            let transport = LoopPairing.shared.map(\.transport) ?? Trellis.AsyncHTTPClientTransport.shared
+            let http = transport.httpClient
             let baseline = PetStore(
                 serverURL: serverURL,
                 transport: OpenAPIAsyncHTTPClient.AsyncHTTPClientTransport(configuration: .init(client: http))
             )
             let trellis = PetStore(
                 serverURL: serverURL,
-                transport: TrellisClientTransport(client: Trellis.Client(baseURL: url, transport: Trellis.AsyncHTTPClientTransport.shared))
+                transport: TrellisClientTransport(client: Trellis.Client(baseURL: url, transport: transport))
             )
             @Sendable func get(_ api: PetStore) async throws {
                 _ = try await api.getPet(path: .init(petId: 1)).ok.body.json
