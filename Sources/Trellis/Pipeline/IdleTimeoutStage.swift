@@ -70,7 +70,7 @@ private final class Handoff: Sendable {
         var reader: CheckedContinuation<ByteBuffer?, any Error>?
         /// When the waiting reader began to wait.
         var waitingSince: NIODeadline?
-        var timer: Scheduled<Void>?
+        var timer: NIOScheduledCallback?
         /// How the body ended: `nil` while it goes on, `.success` at its end.
         var outcome: Result<Void, any Error>?
     }
@@ -123,9 +123,21 @@ private final class Handoff: Sendable {
         }
     }
 
-    /// The idle timer, firing at `deadline` on `loop`.
-    private func arm(on loop: any EventLoop, at deadline: NIODeadline) -> Scheduled<Void> {
-        loop.scheduleTask(deadline: deadline) { [self] in expire(on: loop) }
+    /// The idle timer, firing at `deadline` on `loop`; `nil` when the loop is shutting down,
+    /// and the process with it (a later read tries again).
+    ///
+    /// A scheduled callback rather than a scheduled task: the loop keeps the small handler,
+    /// where a task cost a promise and closures each time the timer was set.
+    private func arm(on loop: any EventLoop, at deadline: NIODeadline) -> NIOScheduledCallback? {
+        try? loop.scheduleCallback(at: deadline, handler: Expiry(handoff: self))
+    }
+
+    private struct Expiry: NIOScheduledCallbackHandler, Sendable {
+        let handoff: Handoff
+
+        func handleScheduledCallback(eventLoop: some EventLoop) {
+            handoff.expire(on: eventLoop)
+        }
     }
 
     /// The timer fired: the body ends if the waiting read has waited the whole idle timeout.
@@ -185,7 +197,7 @@ private final class Handoff: Sendable {
             } catch {
                 result = .failure(error)
             }
-            let (reader, timer) = state.withLockedValue { state -> (CheckedContinuation<ByteBuffer?, any Error>?, Scheduled<Void>?) in
+            let (reader, timer) = state.withLockedValue { state -> (CheckedContinuation<ByteBuffer?, any Error>?, NIOScheduledCallback?) in
                 if state.outcome == nil {
                     switch result {
                     case .success(nil): state.outcome = .success(())
