@@ -77,7 +77,11 @@ final class ConnectionLoopHint: Sendable {
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            latest.store(index, ordering: .relaxed)
+            // Every read of every connection passes here: writing only when the loop changes
+            // leaves the shared value unwritten while calls keep to one loop.
+            if latest.load(ordering: .relaxed) != index {
+                latest.store(index, ordering: .relaxed)
+            }
             context.fireChannelRead(data)
         }
     }
