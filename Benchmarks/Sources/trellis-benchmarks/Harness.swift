@@ -46,12 +46,28 @@ enum Report {
     }
 }
 
-/// Runs `body` against an in-process Hummingbird server on 127.0.0.1.
+/// Runs `body` against a Hummingbird server on 127.0.0.1.
+///
+/// The server of a suite that names itself in `servedAs` runs in a child process
+/// (`trellis-benchmarks serve <suite>`), as a server elsewhere would: it shares neither the
+/// event loops nor the task threads of the clients it answers, and the process's CPU time and
+/// allocations are the clients' alone. Sharing the loops made raw AsyncHTTPClient faster
+/// whenever a connection's two ends landed on one thread, which no real server does
+/// (Benchmarks/README.md). Other suites, `TRELLIS_BENCH_SERVER=inprocess`, and the knobs that
+/// need the server at hand (`TRELLIS_BENCH_SERVER_LOOPS`, `TRELLIS_BENCH_PAIRING`) keep it in
+/// this process.
 func withServer<Result>(
     _ configure: (Router<BasicRequestContext>) -> Void,
     webSocket: Router<BasicWebSocketRequestContext>? = nil,
+    servedAs suite: String? = nil,
     _ body: (URL) async throws -> Result
 ) async throws -> Result {
+    let environment = ProcessInfo.processInfo.environment
+    let inProcess = environment["TRELLIS_BENCH_SERVER"] == "inprocess" || environment["TRELLIS_BENCH_SERVER_LOOPS"] != nil
+        || LoopPairing.shared != nil
+    if let suite, !inProcess {
+        return try await withServerProcess(suite, body)
+    }
     let router = Router()
     configure(router)
     // `TRELLIS_BENCH_SERVER_LOOPS=<n>`: the server on event loops of its own rather than on the
@@ -74,6 +90,47 @@ func withServer<Result>(
     var iterator = ports.makeAsyncIterator()
     guard let port = await iterator.next() else { throw CancellationError() }
     return try await body(URL(string: "http://127.0.0.1:\(port)")!)
+}
+
+/// `body` against `trellis-benchmarks serve <suite>` in a child process, which ends when its
+/// standard input closes.
+private func withServerProcess<Result>(_ suite: String, _ body: (URL) async throws -> Result) async throws -> Result {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
+    process.arguments = ["serve", suite]
+    let output = Pipe()
+    let input = Pipe()
+    process.standardOutput = output
+    process.standardInput = input
+    try process.run()
+    defer {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+    var line = Data()
+    while let byte = try output.fileHandleForReading.read(upToCount: 1), let first = byte.first, first != UInt8(ascii: "\n") {
+        line.append(first)
+    }
+    let text = String(decoding: line, as: UTF8.self)
+    guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
+        throw BenchmarkFailure(description: "the server process printed \(text)")
+    }
+    return try await body(URL(string: "http://127.0.0.1:\(port)")!)
+}
+
+/// Serves `suite`'s routes (`calls` or `openapi`) in this process and prints `PORT <n>`, until
+/// standard input closes: the server process of `withServer`.
+func serve(_ suite: String) async throws {
+    let routes: (Router<BasicRequestContext>) -> Void
+    switch suite {
+    case "calls": routes = ArticleFixtures.install
+    case "openapi": routes = OpenAPIBenchmark.installServer
+    default: throw BenchmarkFailure(description: "no server to serve for \(suite)")
+    }
+    try await withServer(routes) { url in
+        FileHandle.standardOutput.write(Data("PORT \(url.port ?? 0)\n".utf8))
+        await Task.detached { _ = FileHandle.standardInput.readDataToEndOfFile() }.value
+    }
 }
 
 /// The wall time of `body` in milliseconds.

@@ -13,8 +13,13 @@ import TrellisOpenAPI
 enum OpenAPIBenchmark {
     typealias PetStore = BenchmarkOpenAPIFixture.Client
 
+    /// The server generated from the same document.
+    static func installServer(_ router: Router<BasicRequestContext>) {
+        PetStoreHandler().install(router)
+    }
+
     static func run(rounds: Int) async throws -> [CallRow] {
-        try await withServer(PetStoreHandler().install) { url in
+        try await withServer(installServer, servedAs: "openapi") { url in
             let serverURL = url.appending(path: "v1")
             let transport = LoopPairing.shared.map(\.transport) ?? Trellis.AsyncHTTPClientTransport.shared
             let http = transport.httpClient

@@ -17,6 +17,17 @@ if CommandLine.arguments.dropFirst().first == "transfer-child" {
     }
 }
 
+// The server of the calls, urlsession and openapi suites, in a process of its own (see `withServer`).
+if CommandLine.arguments.dropFirst().first == "serve", let suite = CommandLine.arguments.dropFirst(2).first {
+    do {
+        try await serve(suite)
+        exit(0)
+    } catch {
+        print("serve failed: \(error)")
+        exit(1)
+    }
+}
+
 let requested = CommandLine.arguments.dropFirst().isEmpty ? suites : Array(CommandLine.arguments.dropFirst())
 let rounds = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_ROUNDS"] ?? "") ?? 7
 
