@@ -127,9 +127,15 @@ func serve(_ suite: String) async throws {
     case "openapi": routes = OpenAPIBenchmark.installServer
     default: throw BenchmarkFailure(description: "no server to serve for \(suite)")
     }
+    // A thread of its own waits for the end of standard input: a task blocked on it would
+    // hold one of the two threads that run the server's handlers.
+    Thread {
+        _ = FileHandle.standardInput.readDataToEndOfFile()
+        exit(0)
+    }.start()
     try await withServer(routes) { url in
         FileHandle.standardOutput.write(Data("PORT \(url.port ?? 0)\n".utf8))
-        await Task.detached { _ = FileHandle.standardInput.readDataToEndOfFile() }.value
+        while true { try await Task.sleep(for: .seconds(3600)) }
     }
 }
 
