@@ -94,7 +94,7 @@ enum CallBenchmark {
     }
 
     static func run(transport kind: String, rounds: Int) async throws -> [CallRow] {
-        try await withServer(ArticleFixtures.install, servedAs: "calls") { url in
+        try await withServer(.calls) { url in
             let scenarios = kind == "urlsession" ? urlSessionScenarios(url) : asyncHTTPClientScenarios(url)
             if let profiled = ProcessInfo.processInfo.environment["TRELLIS_BENCH_PROFILE"] {
                 try await profile(profiled, scenarios)

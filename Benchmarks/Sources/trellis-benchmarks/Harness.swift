@@ -46,28 +46,39 @@ enum Report {
     }
 }
 
-/// Runs `body` against a Hummingbird server on 127.0.0.1.
-///
-/// The server of a suite that names itself in `servedAs` runs in a child process
-/// (`trellis-benchmarks serve <suite>`), as a server elsewhere would: it shares neither the
-/// event loops nor the task threads of the clients it answers, and the process's CPU time and
-/// allocations are the clients' alone. Sharing the loops made raw AsyncHTTPClient faster
+/// The servers of the call suites, which run in a process of their own.
+enum ServedRoutes: String {
+    case calls, openapi
+
+    var install: (Router<BasicRequestContext>) -> Void {
+        switch self {
+        case .calls: ArticleFixtures.install
+        case .openapi: OpenAPIBenchmark.installServer
+        }
+    }
+}
+
+/// Runs `body` against the server of `routes`, in a child process
+/// (`trellis-benchmarks serve <routes>`), as a server elsewhere would be: it shares neither
+/// the event loops nor the task threads of the clients it answers, and the process's CPU time
+/// and allocations are the clients' alone. Sharing the loops made raw AsyncHTTPClient faster
 /// whenever a connection's two ends landed on one thread, which no real server does
-/// (Benchmarks/README.md). Other suites, `TRELLIS_BENCH_SERVER=inprocess`, and the knobs that
-/// need the server at hand (`TRELLIS_BENCH_SERVER_LOOPS`, `TRELLIS_BENCH_PAIRING`) keep it in
-/// this process.
-func withServer<Result>(
-    _ configure: (Router<BasicRequestContext>) -> Void,
-    webSocket: Router<BasicWebSocketRequestContext>? = nil,
-    servedAs suite: String? = nil,
-    _ body: (URL) async throws -> Result
-) async throws -> Result {
+/// (Benchmarks/README.md). `TRELLIS_BENCH_SERVER=inprocess`, and the knobs that need the
+/// server at hand (`TRELLIS_BENCH_SERVER_LOOPS`, `TRELLIS_BENCH_PAIRING`), keep it in this
+/// process.
+func withServer<Result>(_ routes: ServedRoutes, _ body: (URL) async throws -> Result) async throws -> Result {
     let environment = ProcessInfo.processInfo.environment
     let inProcess = environment["TRELLIS_BENCH_SERVER"] == "inprocess" || environment["TRELLIS_BENCH_SERVER_LOOPS"] != nil
         || LoopPairing.shared != nil
-    if let suite, !inProcess {
-        return try await withServerProcess(suite, body)
-    }
+    return inProcess ? try await withServer(routes.install, body) : try await withServerProcess(routes, body)
+}
+
+/// Runs `body` against a Hummingbird server on 127.0.0.1, in this process.
+func withServer<Result>(
+    _ configure: (Router<BasicRequestContext>) -> Void,
+    webSocket: Router<BasicWebSocketRequestContext>? = nil,
+    _ body: (URL) async throws -> Result
+) async throws -> Result {
     let router = Router()
     configure(router)
     // `TRELLIS_BENCH_SERVER_LOOPS=<n>`: the server on event loops of its own rather than on the
@@ -92,12 +103,12 @@ func withServer<Result>(
     return try await body(URL(string: "http://127.0.0.1:\(port)")!)
 }
 
-/// `body` against `trellis-benchmarks serve <suite>` in a child process, which ends when its
+/// `body` against `trellis-benchmarks serve <routes>` in a child process, which ends when its
 /// standard input closes.
-private func withServerProcess<Result>(_ suite: String, _ body: (URL) async throws -> Result) async throws -> Result {
+private func withServerProcess<Result>(_ routes: ServedRoutes, _ body: (URL) async throws -> Result) async throws -> Result {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
-    process.arguments = ["serve", suite]
+    process.arguments = ["serve", routes.rawValue]
     let output = Pipe()
     let input = Pipe()
     process.standardOutput = output
@@ -118,14 +129,11 @@ private func withServerProcess<Result>(_ suite: String, _ body: (URL) async thro
     return try await body(URL(string: "http://127.0.0.1:\(port)")!)
 }
 
-/// Serves `suite`'s routes (`calls` or `openapi`) in this process and prints `PORT <n>`, until
-/// standard input closes: the server process of `withServer`.
-func serve(_ suite: String) async throws {
-    let routes: (Router<BasicRequestContext>) -> Void
-    switch suite {
-    case "calls": routes = ArticleFixtures.install
-    case "openapi": routes = OpenAPIBenchmark.installServer
-    default: throw BenchmarkFailure(description: "no server to serve for \(suite)")
+/// Serves the routes named `name` (`calls` or `openapi`) in this process and prints
+/// `PORT <n>`, until standard input closes: the server process of `withServer(_:_:)`.
+func serve(_ name: String) async throws {
+    guard let routes = ServedRoutes(rawValue: name) else {
+        throw BenchmarkFailure(description: "no server to serve for \(name)")
     }
     // A thread of its own waits for the end of standard input: a task blocked on it would
     // hold one of the two threads that run the server's handlers.
@@ -133,7 +141,7 @@ func serve(_ suite: String) async throws {
         _ = FileHandle.standardInput.readDataToEndOfFile()
         exit(0)
     }.start()
-    try await withServer(routes) { url in
+    try await withServer(routes.install) { url in
         FileHandle.standardOutput.write(Data("PORT \(url.port ?? 0)\n".utf8))
         while true { try await Task.sleep(for: .seconds(3600)) }
     }

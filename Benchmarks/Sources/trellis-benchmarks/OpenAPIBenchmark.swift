@@ -19,7 +19,7 @@ enum OpenAPIBenchmark {
     }
 
     static func run(rounds: Int) async throws -> [CallRow] {
-        try await withServer(installServer, servedAs: "openapi") { url in
+        try await withServer(.openapi) { url in
             let serverURL = url.appending(path: "v1")
             let transport = LoopPairing.shared.map(\.transport) ?? Trellis.AsyncHTTPClientTransport.shared
             let http = transport.httpClient
