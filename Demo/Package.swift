@@ -14,12 +14,15 @@ let package = Package(
         .package(name: "Trellis", path: ".."),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
     ],
     targets: [
         .executableTarget(
             name: "TrellisDemo",
             dependencies: [
                 .product(name: "Trellis", package: "Trellis"),
+                .product(name: "TrellisOpenAPI", package: "Trellis"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ],

@@ -243,6 +243,7 @@ func runDemo() async -> Int32 {
         try await transferTour(baseURL)
         try await realtimeTour(baseURL)
         try await observabilityTour(baseURL)
+        try await openAPITour(baseURL)
         print("\nDone.")
         return 0
     } catch {
