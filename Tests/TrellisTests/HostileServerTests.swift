@@ -274,6 +274,50 @@ struct HostileServerTests {
         }
     }
 
+    /// A server answering in another protocol, or with a header section that never ends,
+    /// fails the call with an error that says so, well before its deadline, and the client lets
+    /// the connection go rather than read on.
+    @Test(arguments: TransportKind.allCases)
+    func anAnswerThatIsNotHTTPFailsAtOnce(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            // A timeout longer than the suite's time limit: only failing on the fault itself passes.
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.request = .seconds(300) }
+            for path in ["/not-http", "/endless-headers"] {
+                let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(server.url, path)) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                    continue
+                }
+                switch (kind, path) {
+                case (.asyncHTTPClient, "/not-http"): #expect(failure.reason.contains("not a valid HTTP/1.1 response"))
+                case (.asyncHTTPClient, _): #expect(failure.reason.contains("header fields went past"))
+                case (.urlSession, "/not-http"): #expect(failure.reason.contains("HTTP/0.9"))
+                case (.urlSession, _): #expect(failure.reason.contains("Too large response headers"))
+                }
+            }
+            var floods = server.floodEnded.makeAsyncIterator()
+            let flooded = try #require(await floods.next())
+            #expect(flooded < 16 << 20, "the client read \(flooded) bytes of headers")
+        }
+    }
+
+    /// Informational heads (`100 Continue`) without end: the call ends, at the latest at its
+    /// deadline, and the connection with it.
+    @Test(arguments: TransportKind.allCases)
+    func endlessInformationalHeadsEndByTheDeadline(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.request = .seconds(2) }
+            let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(server.url, "/endless-informational")) }
+            switch error {
+            case .timedOut?, .connectionFailed?: break  // AsyncHTTPClient skips each; libcurl counts them as header bytes
+            default: Issue.record("expected timedOut or connectionFailed, got \(String(describing: error))")
+            }
+            var floods = server.floodEnded.makeAsyncIterator()
+            let flooded = try #require(await floods.next())
+            #expect(flooded < HostileServer.floodLimit)
+        }
+    }
+
     // MARK: Redaction and files
 
     @Test(arguments: TransportKind.allCases)

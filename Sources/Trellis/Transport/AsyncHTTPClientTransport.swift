@@ -473,6 +473,9 @@ public final class AsyncHTTPClientTransport: Transport {
             }
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
         }
+        if let parserError = error as? HTTPParserError {
+            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: Self.describe(parserError), underlying: error))
+        }
         if case ChannelError.connectTimeout = error {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: error))
         }
@@ -493,6 +496,15 @@ public final class AsyncHTTPClientTransport: Transport {
             return TrellisError.connectionFailed(failure)
         }
         return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
+    }
+
+    /// What was wrong with a response SwiftNIO could not parse: its own texts name the parser's
+    /// state ("invalid constant string"), not the fault.
+    private static func describe(_ error: HTTPParserError) -> String {
+        switch error {
+        case .headerOverflow: "the response's header fields went past SwiftNIO's limit of 80 KB"
+        default: "the server's answer is not a valid HTTP/1.1 response (\(error))"
+        }
     }
 
     private static func describe(_ error: IOError) -> String {

@@ -26,6 +26,10 @@ import NIOPosix
 /// - `/once-per-connection`: 200 to the first request of a connection (kept alive); a later
 ///   request on the same connection gets the connection closed without a byte, as a server
 ///   that timed out an idle keep-alive connection does.
+/// - `/not-http`: another protocol's greeting (SSH's), and the connection held open.
+/// - `/endless-headers`: a status line, then header lines without end, as fast as the client
+///   reads them; the bytes written before the client went away go to ``floodEnded``.
+/// - `/endless-informational`: `100 Continue` heads without end, the same way.
 final class HostileServer: Sendable {
     /// How much a flood offers at most. A client that stops reading ends it far sooner. With
     /// the whole suite running on two cores, FoundationNetworking once took as long to act on a
@@ -147,8 +151,44 @@ final class HostileServer: Sendable {
                 } else {
                     context.close(promise: nil)
                 }
+            case "/not-http":
+                // Another protocol's greeting, and the connection held open.
+                write(context, "SSH-2.0-OpenSSH_9.6\r\n")
+            case "/endless-headers":
+                write(context, "HTTP/1.1 200 OK\r\n")
+                floodHeaders(context, sent: 0)
+            case "/endless-informational":
+                floodInformational(context, sent: 0)
             default:
                 break  // "/silent"
+            }
+        }
+
+        /// Header lines without end, as fast as the client takes them.
+        private func floodHeaders(_ context: ChannelHandlerContext, sent: Int) {
+            floodLines(context, sent: sent, line: "X-Filler: " + String(repeating: "h", count: 1000) + "\r\n")
+        }
+
+        /// Informational `100 Continue` heads without end.
+        private func floodInformational(_ context: ChannelHandlerContext, sent: Int) {
+            floodLines(context, sent: sent, line: "HTTP/1.1 100 Continue\r\n\r\n")
+        }
+
+        private func floodLines(_ context: ChannelHandlerContext, sent: Int, line: String) {
+            guard sent < HostileServer.floodLimit else {
+                floodSink.yield(sent)
+                return
+            }
+            var chunk = context.channel.allocator.buffer(capacity: 64 * 1024)
+            while chunk.readableBytes + line.utf8.count <= 64 * 1024 { chunk.writeString(line) }
+            let size = chunk.readableBytes
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.writeAndFlush(Self.wrapOutboundOut(chunk)).whenComplete { result in
+                let (handler, context) = loopBound.value
+                switch result {
+                case .success: handler.floodLines(context, sent: sent + size, line: line)
+                case .failure: handler.floodSink.yield(sent)
+                }
             }
         }
 
