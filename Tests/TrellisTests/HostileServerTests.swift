@@ -301,6 +301,27 @@ struct HostileServerTests {
         }
     }
 
+    /// A body whose length cannot be known for sure (two lengths, a length beside chunking, a
+    /// length or a chunk size too large to be one) fails the call at once: taking one reading
+    /// of it would hand the caller bytes that another reader, a proxy, takes differently.
+    @Test(arguments: TransportKind.allCases)
+    func aBodyOfNoSureLengthFailsAtOnce(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.request = .seconds(300) }
+            for path in ["/conflicting-lengths", "/length-and-chunked", "/overlong-length", "/overlong-chunk"] {
+                let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                    continue
+                }
+                // libcurl names a bad chunk size itself.
+                if !(kind == .urlSession && path == "/overlong-chunk") {
+                    #expect(failure.reason.contains("not a valid HTTP/1.1 response"), "\(path): \(failure.reason)")
+                }
+            }
+        }
+    }
+
     /// Informational heads (`100 Continue`) without end: the call ends, at the latest at its
     /// deadline, and the connection with it.
     @Test(arguments: TransportKind.allCases)

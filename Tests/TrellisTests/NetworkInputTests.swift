@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import Trellis
 
@@ -32,5 +33,20 @@ struct NetworkInputTests {
         #expect(throws: TrellisError.self) { _ = try parser.parse(stream) }
         var roomy = EventStreamParser(maximumEventSize: 1024)
         #expect((try? roomy.parse(stream))?.first?.data.utf8.count == 600)
+    }
+
+    @Test func aResponseHasOneSureBodyLengthOrNone() {
+        func fault(_ fields: HTTPFields) -> String? {
+            URLSessionTransport.framingFault(of: HTTPResponse(status: .ok, headerFields: fields))
+        }
+        #expect(fault([:]) == nil)
+        #expect(fault([.contentLength: "5"]) == nil)
+        #expect(fault([.contentLength: "0"]) == nil)
+        #expect(fault([.contentLength: "5, 5"]) == nil)
+        #expect(fault([.transferEncoding: "chunked"]) == nil)
+        for refused in ["3, 5", "-1", "", "5,", "0x10", "+5", "99999999999999999999"] {
+            #expect(fault([.contentLength: refused]) != nil, "\(refused)")
+        }
+        #expect(fault([.contentLength: "3", .transferEncoding: "chunked"]) != nil)
     }
 }

@@ -187,6 +187,13 @@ private final class Exchange: @unchecked Sendable {
             ))
             return
         }
+        if let fault = URLSessionTransport.framingFault(of: head) {
+            task.cancel()
+            continuation.resume(throwing: TrellisError.connectionFailed(
+                ConnectionFailure(host: request.head.authority ?? "", reason: "the server's answer is not a valid HTTP/1.1 response (\(fault))")
+            ))
+            return
+        }
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
         let chunks = self.chunks
         // The session delivers bytes whether or not anyone reads them: once nothing can read
@@ -389,4 +396,28 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
 /// URLSession decodes gzip and deflate bodies itself, and cannot be told not to.
 extension URLSessionTransport: ContentDecodingTransport {
     var decodesContentEncoding: Bool { true }
+}
+
+extension URLSessionTransport {
+    /// What makes the length of a response's body unknowable, if anything.
+    ///
+    /// FoundationNetworking's libcurl reads on where RFC 9112 (section 6.3) has a client stop:
+    /// it takes one of two differing `Content-Length` values, waits until the timeout for a
+    /// body of a length no integer holds, and lets `Transfer-Encoding` win over a
+    /// `Content-Length` beside it, which is how a response is smuggled past a proxy. SwiftNIO's
+    /// parser refuses all three, so the transports agree.
+    static func framingFault(of head: HTTPResponse) -> String? {
+        guard let length = head.headerFields[.contentLength] else { return nil }
+        if head.headerFields[.transferEncoding] != nil {
+            return "it has both Content-Length and Transfer-Encoding"
+        }
+        // A list of one value repeated is one length (RFC 9110, section 8.6).
+        let values = Set(length.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) })
+        guard values.count == 1, let value = values.first, !value.isEmpty, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+            Int64(value) != nil
+        else {
+            return "Content-Length \"\(length)\" is not one length"
+        }
+        return nil
+    }
 }

@@ -30,6 +30,11 @@ import NIOPosix
 /// - `/endless-headers`: a status line, then header lines without end, as fast as the client
 ///   reads them; the bytes written before the client went away go to ``floodEnded``.
 /// - `/endless-informational`: `100 Continue` heads without end, the same way.
+/// - `/conflicting-lengths`: two `Content-Length` fields, 3 and 5, and 5 bytes.
+/// - `/length-and-chunked`: `Content-Length: 3` beside a chunked body of 5 bytes.
+/// - `/overlong-length`: a `Content-Length` no 64-bit integer holds, and 3 bytes.
+/// - `/overlong-chunk`: a chunk size of 18 hex digits.
+/// Each of the last four is held open after what it sends.
 final class HostileServer: Sendable {
     /// How much a flood offers at most. A client that stops reading ends it far sooner. With
     /// the whole suite running on two cores, FoundationNetworking once took as long to act on a
@@ -157,6 +162,14 @@ final class HostileServer: Sendable {
             case "/endless-headers":
                 write(context, "HTTP/1.1 200 OK\r\n")
                 floodHeaders(context, sent: 0)
+            case "/conflicting-lengths":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nhello")
+            case "/length-and-chunked":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            case "/overlong-length":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\nabc")
+            case "/overlong-chunk":
+                write(context, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFF\r\nabc")
             case "/endless-informational":
                 floodInformational(context, sent: 0)
             default:
