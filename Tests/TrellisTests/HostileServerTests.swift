@@ -274,6 +274,22 @@ struct HostileServerTests {
         }
     }
 
+    /// A response no request asked for, sent on an idle keep-alive connection, never answers
+    /// the next request: AsyncHTTPClient closes the connection it came on. (libcurl, under
+    /// FoundationNetworking, hands it to the next request; see the README's transports.)
+    @Test func aResponseNobodyAskedForNeverAnswersTheNextRequest() async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: TransportKind.asyncHTTPClient.transport)
+            var closures = server.closures.makeAsyncIterator()
+            let first = try await client.value(for: get(server.url, "/late-response"), as: String.self)
+            // The stray response arrived and the connection it came on is gone.
+            await closures.next()
+            let second = try await client.value(for: get(server.url, "/record"), as: String.self)
+            #expect([first, second] == ["ok", "ok"])
+            #expect(server.connectionsOpened == 2)
+        }
+    }
+
     /// A server answering in another protocol, or with a header section that never ends,
     /// fails the call with an error that says so, well before its deadline, and the client lets
     /// the connection go rather than read on.

@@ -35,6 +35,8 @@ import NIOPosix
 /// - `/overlong-length`: a `Content-Length` no 64-bit integer holds, and 3 bytes.
 /// - `/overlong-chunk`: a chunk size of 18 hex digits.
 /// Each of the last four is held open after what it sends.
+/// - `/late-response`: 200 with `ok`, then, once that has gone out, a second response
+///   (`forged`) that no request asked for, the connection kept.
 final class HostileServer: Sendable {
     /// How much a flood offers at most. A client that stops reading ends it far sooner. With
     /// the whole suite running on two cores, FoundationNetworking once took as long to act on a
@@ -46,6 +48,9 @@ final class HostileServer: Sendable {
     /// Yields once when a flood ends, with the bytes written.
     let floodEnded: AsyncStream<Int>
     private let floodSink: AsyncStream<Int>.Continuation
+    /// Yields each time a connection closes, by either side.
+    let closures: AsyncStream<Void>
+    private let closureSink: AsyncStream<Void>.Continuation
 
     struct State {
         var heads: [String] = []
@@ -63,7 +68,10 @@ final class HostileServer: Sendable {
         let (floodEnded, floodSink) = AsyncStream.makeStream(of: Int.self)
         self.floodEnded = floodEnded
         self.floodSink = floodSink
-        channel = try await RawListener.bind { Handler(state: state, floodSink: floodSink) }
+        let (closures, closureSink) = AsyncStream.makeStream(of: Void.self)
+        self.closures = closures
+        self.closureSink = closureSink
+        channel = try await RawListener.bind { Handler(state: state, floodSink: floodSink, closureSink: closureSink) }
     }
 
     func stop() async throws {
@@ -89,12 +97,14 @@ final class HostileServer: Sendable {
 
         let state: NIOLockedValueBox<State>
         let floodSink: AsyncStream<Int>.Continuation
+        let closureSink: AsyncStream<Void>.Continuation
         private var received = ""
         private var requestsOnConnection = 0
 
-        init(state: NIOLockedValueBox<State>, floodSink: AsyncStream<Int>.Continuation) {
+        init(state: NIOLockedValueBox<State>, floodSink: AsyncStream<Int>.Continuation, closureSink: AsyncStream<Void>.Continuation) {
             self.state = state
             self.floodSink = floodSink
+            self.closureSink = closureSink
         }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -103,6 +113,7 @@ final class HostileServer: Sendable {
 
         func channelInactive(context: ChannelHandlerContext) {
             state.withLockedValue { $0.connectionsClosed += 1 }
+            closureSink.yield()
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -170,6 +181,13 @@ final class HostileServer: Sendable {
                 write(context, "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\nabc")
             case "/overlong-chunk":
                 write(context, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFF\r\nabc")
+            case "/late-response":
+                // The answer, then a second one nobody asked for, once the first has gone out.
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))).whenSuccess {
+                    let (handler, context) = loopBound.value
+                    handler.write(context, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+                }
             case "/endless-informational":
                 floodInformational(context, sent: 0)
             default:
