@@ -37,6 +37,8 @@ import NIOPosix
 /// Each of the last four is held open after what it sends.
 /// - `/late-response`: 200 with `ok`, then, once that has gone out, a second response
 ///   (`forged`) that no request asked for, the connection kept.
+/// - `/refuse-upload`: 413 with `too big` and `Connection: close` as soon as the head is
+///   read; whatever body follows is read and dropped until the client closes the connection.
 final class HostileServer: Sendable {
     /// How much a flood offers at most. A client that stops reading ends it far sooner. With
     /// the whole suite running on two cores, FoundationNetworking once took as long to act on a
@@ -100,6 +102,8 @@ final class HostileServer: Sendable {
         let closureSink: AsyncStream<Void>.Continuation
         private var received = ""
         private var requestsOnConnection = 0
+        /// Whether what comes in is dropped unread (after a refusal).
+        private var discarding = false
 
         init(state: NIOLockedValueBox<State>, floodSink: AsyncStream<Int>.Continuation, closureSink: AsyncStream<Void>.Continuation) {
             self.state = state
@@ -117,8 +121,9 @@ final class HostileServer: Sendable {
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !discarding else { return }
             received += String(buffer: Self.unwrapInboundIn(data))
-            while let end = received.range(of: "\r\n\r\n") {
+            while !discarding, let end = received.range(of: "\r\n\r\n") {
                 let head = String(received[..<end.lowerBound])
                 received = String(received[end.upperBound...])
                 requestsOnConnection += 1
@@ -188,6 +193,13 @@ final class HostileServer: Sendable {
                     let (handler, context) = loopBound.value
                     handler.write(context, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
                 }
+            case "/refuse-upload":
+                // Refused on sight of the head, with the connection to be closed; the body that
+                // follows is read and dropped until the client closes it, as servers that refuse
+                // early do (nginx's lingering close). Closing at once, with the body unread,
+                // would reset the connection and could take the refusal with it.
+                discarding = true
+                write(context, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoo big")
             case "/endless-informational":
                 floodInformational(context, sent: 0)
             default:
