@@ -291,14 +291,17 @@ struct HostileServerTests {
         }
     }
 
-    /// A server that refuses an upload on sight of its head, while the body is on its way:
-    /// the caller gets the refusal, five times each way. URLSession only: AsyncHTTPClient
-    /// closes the connection under the unfinished upload once the refusal has ended and then
-    /// fails the exchange, dropping the refusal every time with a body in memory and about one
-    /// time in five with a streamed one (see the README's transports).
-    @Test func anUploadRefusedEarlyReportsTheRefusal() async throws {
+    /// A server that refuses an upload on sight of its head, while the body is on its way,
+    /// five times each way. URLSession delivers the refusal. AsyncHTTPClient closes the
+    /// connection under the unfinished upload once the refusal has ended and then fails the
+    /// exchange, dropping the refusal's body every time with a body in memory and about one
+    /// time in five with a streamed one (see the README's transports). The failure then names
+    /// the status, when AsyncHTTPClient had handed the head over: always with a body in memory;
+    /// with a streamed one it sometimes fails before.
+    @Test(arguments: TransportKind.allCases)
+    func anUploadRefusedEarlyReportsTheRefusal(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
-            let client = Client(baseURL: server.url, transport: TransportKind.urlSession.transport)
+            let client = Client(baseURL: server.url, transport: kind.transport)
             let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 << 10)
             let bodies: [(String, @Sendable () -> RequestBody)] = [
                 ("in memory", { RequestBody(Data(repeating: 0x78, count: 8 << 20)) }),
@@ -314,12 +317,17 @@ struct HostileServerTests {
                 for attempt in 1...5 {
                     let request = try Request(method: .post, url: URL(string: server.url.absoluteString + "/refuse-upload")!, body: makeBody())
                     let error = await #expect(throws: TrellisError.self) { try await client.data(for: request) }
-                    guard case .unacceptableStatus(let failure) = error else {
+                    switch (kind, error) {
+                    case (_, .unacceptableStatus(let failure)?):
+                        #expect(failure.status.code == 413)
+                        #expect(String(decoding: failure.body, as: UTF8.self) == "too big")
+                    case (.asyncHTTPClient, .connectionFailed(let failure)?) where label == "in memory":
+                        #expect(failure.reason.contains("answered 413 "), "\(label): \(failure.reason)")
+                    case (.asyncHTTPClient, .connectionFailed?):
+                        break
+                    default:
                         Issue.record("\(label), attempt \(attempt): expected the 413, got \(String(describing: error))")
-                        continue
                     }
-                    #expect(failure.status.code == 413)
-                    #expect(String(decoding: failure.body, as: UTF8.self) == "too big")
                 }
             }
         }

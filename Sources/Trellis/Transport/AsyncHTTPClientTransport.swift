@@ -266,7 +266,12 @@ public final class AsyncHTTPClientTransport: Transport {
         let head = Self.responseHead(status: response.status, headers: response.headers)
         let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
         if let bufferLimit {
-            let bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, by: deadline, of: request, host: host)
+            let bytes: ByteBuffer
+            do {
+                bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, by: deadline, of: request, host: host)
+            } catch TrellisError.connectionFailed(let failure) where request.body != nil {
+                throw TrellisError.connectionFailed(Self.answeredDuringUpload(failure, status: response.status))
+            }
             return Response(head: head, body: ResponseBody(bytes))
         }
         let chunks = response.body
@@ -380,13 +385,32 @@ public final class AsyncHTTPClientTransport: Transport {
             return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
         } catch {
             var translated = Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
-            if delegate?.receivedHead == true, case TrellisError.connectionFailed(var failure) = translated {
+            if let status = delegate?.receivedStatus, case TrellisError.connectionFailed(var failure) = translated {
                 // Part of a response came: not the stale connection a replay is for.
                 failure.mayBeStaleConnection = false
+                if request.body != nil { failure = Self.answeredDuringUpload(failure, status: status) }
                 translated = TrellisError.connectionFailed(failure)
             }
             throw translated
         }
+    }
+
+    /// `failure`, which broke the response to a request with a body, with the status the
+    /// server had answered (300 or more) named in it.
+    ///
+    /// A server may refuse an upload before it has read it, a 413 to a body too large, with
+    /// `Connection: close`. AsyncHTTPClient stops sending once such an answer has come, closes
+    /// the connection when the answer has ended, and then fails the exchange for the body it
+    /// could not write ("I/O on closed channel"), dropping the rest of the answer. The status
+    /// is all that is left of the refusal; without it the caller would see a broken connection.
+    static func answeredDuringUpload(_ failure: ConnectionFailure, status: HTTPResponseStatus) -> ConnectionFailure {
+        guard status.code >= 300 else { return failure }
+        return ConnectionFailure(
+            host: failure.host,
+            reason: "the server answered \(status.code) \(status.reasonPhrase) to a request with a body, "
+                + "and the connection closed before the rest of the answer arrived (\(failure.reason))",
+            underlying: failure.underlying
+        )
     }
 
     /// `send` again and again while AsyncHTTPClient gives up on it for want of a free
@@ -528,7 +552,7 @@ extension AsyncHTTPClientTransport: DeadlineEnforcingTransport {
 /// hands the outcome to the call waiting in ``response()``.
 private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     // Touched only on the request's event loop, where AsyncHTTPClient calls a delegate, except
-    // `receivedHead`, read after the exchange has ended (the end is handed over under
+    // `receivedStatus`, read after the exchange has ended (the end is handed over under
     // `outcome`'s lock), and `outcome` itself.
     struct TooLarge: Error {
         let limit: Int
@@ -551,7 +575,8 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
     private var body = ByteBuffer()
     private var announcedLength: Int64?
     private let outcome = NIOLockedValueBox(Outcome())
-    var receivedHead: Bool { head != nil }
+    /// The status of the response head, once one has come.
+    var receivedStatus: HTTPResponseStatus? { head?.status }
 
     init(limit: Int) {
         self.limit = limit
