@@ -412,8 +412,8 @@ extension URLSessionTransport {
             return "it has both Content-Length and Transfer-Encoding"
         }
         // A list of one value repeated is one length (RFC 9110, section 8.6).
-        let values = Set(length.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) })
-        guard values.count == 1, let value = values.first, !value.isEmpty, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+        let values = length.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let value = values.first, values.allSatisfy({ $0 == value }), !value.isEmpty, value.allSatisfy(\.isASCIIDigit),
             Int64(value) != nil
         else {
             return "Content-Length \"\(length)\" is not one length"

@@ -15,7 +15,7 @@ import NIOPosix
 /// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
 /// - `/stall-events`: an event stream with one event, then nothing.
 /// - `/flood`: a chunked body of up to 4 GiB, written as fast as the client takes it; how much
-///   was written before the client went away is ``floodedBytes``.
+///   was written before the client went away goes to ``floodEnded``.
 /// - `/flood-json/…`: the same flood labelled `application/json`, at any path under it (for
 ///   clients that append their own, as generated OpenAPI clients do).
 /// - `/503`: 503 with no body.
@@ -151,10 +151,10 @@ final class HostileServer: Sendable {
                 writeChunk(context, "data: one\n\n")
             case "/flood":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-                flood(context, sent: 0)
+                flood(context, repeating: Self.framedChunk, counted: 64 * 1024, end: "0\r\n\r\n")
             case _ where path.hasPrefix("/flood-json/"):
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-                flood(context, sent: 0)
+                flood(context, repeating: Self.framedChunk, counted: 64 * 1024, end: "0\r\n\r\n")
             case "/503":
                 write(context, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
             case "/partial":
@@ -177,7 +177,8 @@ final class HostileServer: Sendable {
                 write(context, "SSH-2.0-OpenSSH_9.6\r\n")
             case "/endless-headers":
                 write(context, "HTTP/1.1 200 OK\r\n")
-                floodHeaders(context, sent: 0)
+                let lines = Self.repeated("X-Filler: " + String(repeating: "h", count: 1000) + "\r\n")
+                flood(context, repeating: lines, counted: lines.readableBytes)
             case "/conflicting-lengths":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nhello")
             case "/length-and-chunked":
@@ -201,56 +202,43 @@ final class HostileServer: Sendable {
                 discarding = true
                 write(context, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoo big")
             case "/endless-informational":
-                floodInformational(context, sent: 0)
+                let heads = Self.repeated("HTTP/1.1 100 Continue\r\n\r\n")
+                flood(context, repeating: heads, counted: heads.readableBytes)
             default:
                 break  // "/silent"
             }
         }
 
-        /// Header lines without end, as fast as the client takes them.
-        private func floodHeaders(_ context: ChannelHandlerContext, sent: Int) {
-            floodLines(context, sent: sent, line: "X-Filler: " + String(repeating: "h", count: 1000) + "\r\n")
-        }
-
-        /// Informational `100 Continue` heads without end.
-        private func floodInformational(_ context: ChannelHandlerContext, sent: Int) {
-            floodLines(context, sent: sent, line: "HTTP/1.1 100 Continue\r\n\r\n")
-        }
-
-        private func floodLines(_ context: ChannelHandlerContext, sent: Int, line: String) {
-            guard sent < HostileServer.floodLimit else {
-                floodSink.yield(sent)
-                return
-            }
-            var chunk = context.channel.allocator.buffer(capacity: 64 * 1024)
-            while chunk.readableBytes + line.utf8.count <= 64 * 1024 { chunk.writeString(line) }
-            let size = chunk.readableBytes
-            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.writeAndFlush(Self.wrapOutboundOut(chunk)).whenComplete { result in
-                let (handler, context) = loopBound.value
-                switch result {
-                case .success: handler.floodLines(context, sent: sent + size, line: line)
-                case .failure: handler.floodSink.yield(sent)
-                }
-            }
-        }
-
-        private func flood(_ context: ChannelHandlerContext, sent: Int) {
-            guard sent < HostileServer.floodLimit else {
-                write(context, "0\r\n\r\n")
-                floodSink.yield(sent)
-                return
-            }
+        /// A chunk of 64 KiB of `x`, framed for a chunked body.
+        private static let framedChunk: ByteBuffer = {
             let size = 64 * 1024
-            var chunk = context.channel.allocator.buffer(capacity: size + 16)
-            chunk.writeString(String(size, radix: 16) + "\r\n")
+            var chunk = ByteBuffer(string: String(size, radix: 16) + "\r\n")
             chunk.writeRepeatingByte(UInt8(ascii: "x"), count: size)
             chunk.writeString("\r\n")
+            return chunk
+        }()
+
+        /// `line` repeated to fill 64 KiB.
+        private static func repeated(_ line: String) -> ByteBuffer {
+            var piece = ByteBuffer()
+            while piece.readableBytes + line.utf8.count <= 64 * 1024 { piece.writeString(line) }
+            return piece
+        }
+
+        /// Writes `piece` again and again, as fast as the client takes it, counting `counted`
+        /// bytes for each, until ``HostileServer/floodLimit`` or a failed write (the client went
+        /// away); then `end`, if the limit was reached, and the count to `floodEnded`.
+        private func flood(_ context: ChannelHandlerContext, repeating piece: ByteBuffer, counted: Int, end: String? = nil, sent: Int = 0) {
+            guard sent < HostileServer.floodLimit else {
+                if let end { write(context, end) }
+                floodSink.yield(sent)
+                return
+            }
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.writeAndFlush(Self.wrapOutboundOut(chunk)).whenComplete { result in
+            context.writeAndFlush(Self.wrapOutboundOut(piece)).whenComplete { result in
                 let (handler, context) = loopBound.value
                 switch result {
-                case .success: handler.flood(context, sent: sent + size)
+                case .success: handler.flood(context, repeating: piece, counted: counted, end: end, sent: sent + counted)
                 case .failure: handler.floodSink.yield(sent)
                 }
             }
