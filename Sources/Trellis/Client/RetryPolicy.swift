@@ -3,8 +3,9 @@ public import HTTPTypes
 
 /// When and how a failed request is sent again.
 ///
-/// A request is retried when it failed to connect, timed out, or got one of
-/// ``retryableStatuses`` (408, 429, 500, 502, 503, 504), and only when sending it again is
+/// A request is retried when it failed to connect or broke off, timed out, or got one of
+/// ``retryableStatuses`` (408, 429, 500, 502, 503, 504); an answer that is not valid HTTP is
+/// not retried, since the same server would give it again. And only when sending it again is
 /// safe: its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, QUERY) unless
 /// ``retriesNonIdempotentMethods`` is set, and its body can be sent again (a one-shot stream
 /// cannot). Waits grow exponentially with jitter, each capped by ``maximumDelay`` and all of
@@ -100,10 +101,12 @@ public struct RetryPolicy: Sendable {
     }
 
     /// Whether a thrown error is worth another attempt: the connection failed or the attempt
-    /// timed out. Cancellation, TLS, decoding and the client's own refusals are not.
+    /// timed out. Cancellation, TLS, decoding, an answer that is not valid HTTP and the
+    /// client's own refusals are not.
     func isRetryable(_ error: any Error) -> Bool {
         switch error as? TrellisError {
-        case .connectionFailed, .timedOut: true
+        case .connectionFailed(let failure): !failure.isProtocolViolation
+        case .timedOut: true
         default: false
         }
     }

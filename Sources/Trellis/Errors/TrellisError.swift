@@ -220,6 +220,10 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
     /// (a stale pooled keep-alive connection) breaks, before any byte of a response: such a
     /// request is sent once more on a fresh connection, whatever the retry policy.
     var mayBeStaleConnection = false
+    /// Whether the server's answer broke HTTP itself (it is not HTTP, or its framing allows
+    /// two readings). Sending the request again would only get the same answer, so it is not
+    /// retried, as OkHttp does not retry a protocol error.
+    var isProtocolViolation = false
 
     /// Creates a failure description.
     public init(host: String, reason: String, underlying: (any Error)? = nil) {

@@ -498,7 +498,11 @@ public final class AsyncHTTPClientTransport: Transport {
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
         }
         if let parserError = error as? HTTPParserError {
-            return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: Self.describe(parserError), underlying: error))
+            var failure = ConnectionFailure(host: host, reason: Self.describe(parserError), underlying: error)
+            // A response cut off by the connection's end is a broken connection, not a
+            // malformed answer.
+            failure.isProtocolViolation = parserError != .invalidEOFState
+            return TrellisError.connectionFailed(failure)
         }
         if case ChannelError.connectTimeout = error {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: error))
@@ -527,6 +531,7 @@ public final class AsyncHTTPClientTransport: Transport {
     private static func describe(_ error: HTTPParserError) -> String {
         switch error {
         case .headerOverflow: "the response's header fields went past SwiftNIO's limit of 80 KB"
+        case .invalidEOFState: "the server closed the connection before the response was complete"
         default: "the server's answer is not a valid HTTP/1.1 response (\(error))"
         }
     }

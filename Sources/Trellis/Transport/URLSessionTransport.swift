@@ -182,16 +182,12 @@ private final class Exchange: @unchecked Sendable {
             return state.headContinuation
         }) else { return }
         guard let httpResponse = response as? HTTPURLResponse, let head = httpResponse.httpResponse else {
-            continuation.resume(throwing: TrellisError.connectionFailed(
-                ConnectionFailure(host: request.head.authority ?? "", reason: "the response is not an HTTP response")
-            ))
+            continuation.resume(throwing: protocolViolation("the response is not an HTTP response"))
             return
         }
         if let fault = URLSessionTransport.framingFault(of: head) {
             task.cancel()
-            continuation.resume(throwing: TrellisError.connectionFailed(
-                ConnectionFailure(host: request.head.authority ?? "", reason: "the server's answer is not a valid HTTP/1.1 response (\(fault))")
-            ))
+            continuation.resume(throwing: protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(fault))"))
             return
         }
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
@@ -260,6 +256,12 @@ private final class Exchange: @unchecked Sendable {
         }
     }
 
+    private func protocolViolation(_ reason: String, underlying: (any Error)? = nil) -> TrellisError {
+        var failure = ConnectionFailure(host: request.head.authority ?? "", reason: reason, underlying: underlying)
+        failure.isProtocolViolation = true
+        return TrellisError.connectionFailed(failure)
+    }
+
     private func translate(_ error: any Error) -> any Error {
         let host = request.head.authority ?? ""
         if let reason = state.withLockedValue({ $0.pinMismatch }) {
@@ -285,6 +287,12 @@ private final class Exchange: @unchecked Sendable {
             var failure = ConnectionFailure(host: host, reason: "the connection was lost before the response was complete", underlying: urlError)
             failure.mayBeStaleConnection = true
             return TrellisError.connectionFailed(failure)
+        case .unsupportedURL where ["http", "https"].contains(request.head.scheme?.lowercased()):
+            // What libcurl did not support is then the answer: an HTTP/0.9 one, or another
+            // protocol's.
+            return protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(urlError.localizedDescription))", underlying: urlError)
+        case .unknown where urlError.localizedDescription.hasPrefix("Too large response headers"):
+            return protocolViolation("the response's header fields went past libcurl's limit of 300 KB (\(urlError.localizedDescription))", underlying: urlError)
         case .unknown where ["SSL", "certificate", "TLS"].contains(where: urlError.localizedDescription.contains):
             // FoundationNetworking reports libcurl's TLS failures (an untrusted certificate, a
             // failed handshake) as an unknown error carrying curl's message.

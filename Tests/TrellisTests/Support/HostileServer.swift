@@ -26,6 +26,7 @@ import NIOPosix
 /// - `/once-per-connection`: 200 to the first request of a connection (kept alive); a later
 ///   request on the same connection gets the connection closed without a byte, as a server
 ///   that timed out an idle keep-alive connection does.
+/// - `/cut-short`: 200 with `Content-Length: 10`, 3 bytes, and the connection closed.
 /// - `/not-http`: another protocol's greeting (SSH's), and the connection held open.
 /// - `/endless-headers`: a status line, then header lines without end, as fast as the client
 ///   reads them; the bytes written before the client went away go to ``floodEnded``.
@@ -172,6 +173,9 @@ final class HostileServer: Sendable {
                 } else {
                     context.close(promise: nil)
                 }
+            case "/cut-short":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+                context.close(promise: nil)
             case "/not-http":
                 // Another protocol's greeting, and the connection held open.
                 write(context, "SSH-2.0-OpenSSH_9.6\r\n")
