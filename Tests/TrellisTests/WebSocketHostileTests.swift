@@ -68,4 +68,46 @@ struct WebSocketHostileTests {
             #expect(await iterator.next() == "closed")
         }
     }
+
+    /// A frame a server must not send fails the connection with 1002 (RFC 6455 section 7.1.7):
+    /// the reader gets `webSocketClosed` with that code and the reason, and the server gets a
+    /// close frame with 1002, masked as every frame from a client must be.
+    @Test(.timeLimit(.minutes(1)), arguments: HostileWebSocketServer.routes)
+    func aFrameAgainstTheProtocolFailsTheConnectionWith1002(_ path: String) async throws {
+        try await HostileWebSocketServer.with { server in
+            let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)))
+            var received: [Trellis.WebSocketMessage] = []
+            let error = await #expect(throws: TrellisError.self, "\(path)") {
+                for try await message in connection.messages { received.append(message) }
+            }
+            #expect(received.isEmpty, "\(path): \(received)")
+            guard case .webSocketClosed(let closure) = error else {
+                Issue.record("\(path): expected webSocketClosed, got \(String(describing: error))")
+                return
+            }
+            #expect(closure.code == .protocolError, "\(path): \(closure)")
+            var replies = server.replies.makeAsyncIterator()
+            let reply = try #require(await replies.next())
+            #expect(reply.opcode == 0x8 && reply.masked && reply.closeCode == 1002, "\(path): \(reply)")
+        }
+    }
+
+    /// The control for the routes above: fragments with a ping between them make one message,
+    /// and the ping is answered with a masked pong.
+    @Test(.timeLimit(.minutes(1)))
+    func fragmentsWithAPingBetweenThemMakeOneMessage() async throws {
+        try await HostileWebSocketServer.with { server in
+            let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: "/fine")))
+            var texts: [String] = []
+            for try await message in connection.messages {
+                if case .text(let text) = message { texts.append(text) }
+            }
+            #expect(texts == ["ok", "fine"])
+            var replies = server.replies.makeAsyncIterator()
+            let reply = try #require(await replies.next())
+            #expect(reply.opcode == 0xA && reply.masked, "\(reply)")
+        }
+    }
 }

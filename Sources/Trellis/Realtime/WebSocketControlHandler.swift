@@ -14,8 +14,16 @@ struct WebSocketPingTimeout: Error {
     let timeout: Duration
 }
 
-/// Answers pings, sends pings on a timer and closes the channel when one goes unanswered, and
-/// completes the closing handshake, whether or not anyone is reading.
+/// A frame RFC 6455 does not allow a server to send (or one too large to take): the
+/// connection is failed with `code`.
+struct WebSocketProtocolViolation: Error {
+    var code: WebSocketCloseCode = .protocolError
+    let reason: String
+}
+
+/// Answers pings, sends pings on a timer and closes the channel when one goes unanswered,
+/// completes the closing handshake, and fails the connection on a frame the protocol forbids,
+/// whether or not anyone is reading.
 final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
@@ -31,6 +39,10 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// The payload of the latest ping not yet answered.
     private var pendingPong: ByteBuffer?
     private var pongInFlight = false
+    /// Whether a message's first frame has come and its last not yet.
+    private var messageOpen = false
+    /// Whether the connection was failed for a frame against the protocol: what follows is dropped.
+    private var failed = false
 
     init(pingInterval: Duration?, pingTimeout: Duration, closeFrame: NIOLockedValueBox<WebSocketClosure?>) {
         self.pingInterval = pingInterval
@@ -78,7 +90,12 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
         let frame = unwrapInboundIn(data)
+        if let violation = violation(in: frame) {
+            fail(context: context, violation)
+            return
+        }
         switch frame.opcode {
         case .ping:
             guard !closeSent else { return }
@@ -110,6 +127,84 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
         default:
             context.fireChannelRead(data)
         }
+    }
+
+    /// What is wrong with `frame` coming from a server, if anything (RFC 6455 section 5): every
+    /// frame is checked here, on the event loop, whether or not anyone is reading messages.
+    /// SwiftNIO's decoder checks a control frame's length and fragmentation only while the
+    /// frame is incomplete: one that arrives in a single read passes it.
+    private func violation(in frame: WebSocketFrame) -> WebSocketProtocolViolation? {
+        if frame.maskKey != nil {
+            return WebSocketProtocolViolation(reason: "the server sent a masked frame, which a server must not")
+        }
+        // Trellis offers no extension, so none was agreed that could give these bits a meaning.
+        if frame.rsv1 || frame.rsv2 || frame.rsv3 {
+            return WebSocketProtocolViolation(reason: "the server set a reserved bit of a frame, with no extension agreed")
+        }
+        switch frame.opcode {
+        case .text, .binary:
+            if messageOpen {
+                return WebSocketProtocolViolation(reason: "the server began a message before ending the one under way")
+            }
+            messageOpen = !frame.fin
+        case .continuation:
+            if !messageOpen {
+                return WebSocketProtocolViolation(reason: "the server sent a continuation frame with no message under way")
+            }
+            messageOpen = !frame.fin
+        case .ping, .pong, .connectionClose:
+            if !frame.fin {
+                return WebSocketProtocolViolation(reason: "the server sent a control frame in fragments")
+            }
+            if frame.length > 125 {
+                return WebSocketProtocolViolation(reason: "the server sent a control frame of \(frame.length) bytes, more than the 125 allowed")
+            }
+        default:
+            return WebSocketProtocolViolation(reason: "the server sent a frame of an opcode RFC 6455 leaves undefined (\(UInt8(webSocketOpcode: frame.opcode)))")
+        }
+        return nil
+    }
+
+    /// Fails the connection: the violation to the reader first (a reader that finds the
+    /// connection closed takes it for one that ended), then a close frame with its code and
+    /// reason when none was sent yet, then the channel closed.
+    private func fail(context: ChannelHandlerContext, _ violation: WebSocketProtocolViolation) {
+        failed = true
+        context.fireErrorCaught(violation)
+        guard !closeSent else {
+            context.close(promise: nil)
+            return
+        }
+        closeSent = true
+        var payload = context.channel.allocator.buffer(capacity: 2 + violation.reason.utf8.count)
+        payload.writeInteger(violation.code.rawValue)
+        // A control frame holds 125 bytes; the reasons are shorter ASCII sentences.
+        if violation.reason.utf8.count <= 123 { payload.writeString(violation.reason) }
+        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: payload)
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in
+            loopBound.value.close(promise: nil)
+        }
+    }
+
+    /// SwiftNIO's decoder refusing a frame fails the connection like any other violation.
+    /// (SwiftNIO's own `WebSocketProtocolErrorHandler` is not used: it can close the channel
+    /// before it passes the error on, and the reader then sees a connection that merely ended.)
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let error = error as? NIOWebSocketError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        guard !failed else { return }
+        let violation = switch error {
+        case .invalidFrameLength:
+            WebSocketProtocolViolation(code: .messageTooBig, reason: "the server sent a frame longer than the decoder takes (WebSocketOptions.maximumMessageSize)")
+        case .fragmentedControlFrame:
+            WebSocketProtocolViolation(reason: "the server sent a control frame in fragments")
+        case .multiByteControlFrameLength:
+            WebSocketProtocolViolation(reason: "the server sent a control frame of more than the 125 bytes allowed")
+        }
+        fail(context: context, violation)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -35,6 +35,8 @@ final class WebSocketFrames {
             let frame: WebSocketFrame?
             do {
                 frame = try await iterator.next()
+            } catch let violation as WebSocketProtocolViolation {
+                throw TrellisError.webSocketClosed(WebSocketClosure(code: violation.code, reason: violation.reason))
             } catch let error as WebSocketPingTimeout {
                 throw TrellisError.connectionFailed(ConnectionFailure(
                     host: host,

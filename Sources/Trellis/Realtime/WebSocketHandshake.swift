@@ -109,7 +109,6 @@ final class WebSocketHandshake: ChannelInboundHandler, RemovableChannelHandler {
             let pipeline = context.pipeline.syncOperations
             try pipeline.addHandler(WebSocketFrameEncoder())
             try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: maximumFrameSize)))
-            try pipeline.addHandler(WebSocketProtocolErrorHandler())
             try upgraded(context.channel)
             if buffer.readableBytes > 0 {
                 context.fireChannelRead(wrapInboundOut(buffer))
