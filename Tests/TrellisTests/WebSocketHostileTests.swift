@@ -93,6 +93,24 @@ struct WebSocketHostileTests {
         }
     }
 
+    /// A close whose reason is not UTF-8 is answered with 1007, as text that is not UTF-8 is.
+    @Test(.timeLimit(.minutes(1)))
+    func aCloseReasonThatIsNotUTF8IsAnsweredWith1007() async throws {
+        try await HostileWebSocketServer.with { server in
+            let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: "/close-reason-not-utf8")))
+            let error = await #expect(throws: TrellisError.self) { for try await _ in connection.messages {} }
+            guard case .webSocketClosed(let closure) = error else {
+                Issue.record("expected webSocketClosed, got \(String(describing: error))")
+                return
+            }
+            #expect(closure.code == .invalidPayload, "\(closure)")
+            var replies = server.replies.makeAsyncIterator()
+            let reply = try #require(await replies.next())
+            #expect(reply.opcode == 0x8 && reply.masked && reply.closeCode == 1007, "\(reply)")
+        }
+    }
+
     /// The control for the routes above: fragments with a ping between them make one message,
     /// and the ping is answered with a masked pong.
     @Test(.timeLimit(.minutes(1)))

@@ -159,8 +159,29 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
             if frame.length > 125 {
                 return WebSocketProtocolViolation(reason: "the server sent a control frame of \(frame.length) bytes, more than the 125 allowed")
             }
+            if frame.opcode == .connectionClose {
+                return Self.violation(inClose: frame.unmaskedData)
+            }
         default:
             return WebSocketProtocolViolation(reason: "the server sent a frame of an opcode RFC 6455 leaves undefined (\(UInt8(webSocketOpcode: frame.opcode)))")
+        }
+        return nil
+    }
+
+    /// What is wrong with a close frame's payload (RFC 6455 section 5.5.1 and 7.4): none, or a
+    /// code a peer may send and a reason in UTF-8.
+    private static func violation(inClose payload: ByteBuffer) -> WebSocketProtocolViolation? {
+        guard payload.readableBytes > 0 else { return nil }
+        guard let code = payload.getInteger(at: payload.readerIndex, as: UInt16.self) else {
+            return WebSocketProtocolViolation(reason: "the server sent a close frame of one byte, too short for a code")
+        }
+        // 1004, 1005, 1006 and 1015 are reserved or only for reports, never sent; 3000 to
+        // 4999 are for libraries and applications.
+        guard (1000...1003).contains(code) || (1007...1014).contains(code) || (3000...4999).contains(code) else {
+            return WebSocketProtocolViolation(reason: "the server closed with \(code), a code no peer may send")
+        }
+        guard String(validating: payload.readableBytesView.dropFirst(2), as: UTF8.self) != nil else {
+            return WebSocketProtocolViolation(code: .invalidPayload, reason: "the server closed with a reason that is not UTF-8")
         }
         return nil
     }

@@ -15,6 +15,9 @@ import NIOPosix
 /// - `/interleaved`: the first fragment of a text message, then a whole new text message.
 /// - `/long-ping`: a ping of 126 bytes (a control frame holds at most 125).
 /// - `/fragmented-ping`: a ping without its FIN bit.
+/// - `/reserved-close-code`: a close frame with 1005, which only reports may use.
+/// - `/short-close`: a close frame of one byte.
+/// - `/close-reason-not-utf8`: a close frame with 1000 and a reason that is not UTF-8.
 /// - `/fine`: the control: `ok`, then `fine` in two fragments with a ping between them, then
 ///   a close with 1000.
 ///
@@ -33,7 +36,10 @@ final class HostileWebSocketServer: Sendable {
         }
     }
 
-    static let routes = ["/masked", "/reserved-bit", "/unknown-opcode", "/orphan-continuation", "/interleaved", "/long-ping", "/fragmented-ping"]
+    static let routes = [
+        "/masked", "/reserved-bit", "/unknown-opcode", "/orphan-continuation", "/interleaved", "/long-ping", "/fragmented-ping",
+        "/reserved-close-code", "/short-close",
+    ]
 
     private let channel: any Channel
     /// Yields the first frame of each connection's client, in the order they come.
@@ -112,6 +118,12 @@ final class HostileWebSocketServer: Sendable {
                 write(context, [0x89, 126, 0, 126] + [UInt8](repeating: 0x70, count: 126))
             case "/fragmented-ping":
                 write(context, [0x09, 0])
+            case "/reserved-close-code":
+                write(context, [0x88, 2, 0x03, 0xED])
+            case "/short-close":
+                write(context, [0x88, 1, 0x03])
+            case "/close-reason-not-utf8":
+                write(context, [0x88, 4, 0x03, 0xE8, 0xC3, 0x28])
             case "/fine":
                 write(context, [0x81, 2] + Array("ok".utf8) + [0x01, 2] + Array("fi".utf8) + [0x89, 0] + [0x80, 2] + Array("ne".utf8) + [0x88, 2, 0x03, 0xE8])
             default:
