@@ -36,10 +36,11 @@ final class HostileWebSocketServer: Sendable {
         }
     }
 
-    static let routes = [
+    /// The routes of frames against the protocol, each with the close code it should get.
+    static let routes: [(String, UInt16)] = [
         "/masked", "/reserved-bit", "/unknown-opcode", "/orphan-continuation", "/interleaved", "/long-ping", "/fragmented-ping",
         "/reserved-close-code", "/short-close",
-    ]
+    ].map { ($0, 1002) } + [("/close-reason-not-utf8", 1007)]
 
     private let channel: any Channel
     /// Yields the first frame of each connection's client, in the order they come.
