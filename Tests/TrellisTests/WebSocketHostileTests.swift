@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
@@ -91,6 +92,33 @@ struct WebSocketHostileTests {
             var replies = server.replies.makeAsyncIterator()
             let reply = try #require(await replies.next())
             #expect(reply.opcode == 0x8 && reply.masked && reply.closeCode == code, "\(path): \(reply)")
+        }
+    }
+
+    /// A 101 that turns on an extension or chooses a subprotocol the request did not offer
+    /// fails the upgrade; one that chooses a subprotocol it did offer opens the connection.
+    @Test(.timeLimit(.minutes(1)))
+    func anUpgradeToWhatWasNotOfferedFails() async throws {
+        try await HostileWebSocketServer.with { server in
+            let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
+            for (path, named) in [("/unasked-extension", "the extension permessage-deflate"), ("/unasked-protocol", "the subprotocol chat")] {
+                let error = await #expect(throws: TrellisError.self, "\(path)") {
+                    _ = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)))
+                }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                    continue
+                }
+                #expect(failure.reason.contains(named) && failure.reason.contains("did not offer"), "\(path): \(failure.reason)")
+            }
+            var offer = try Trellis.Request(method: .get, url: server.url.appending(path: "/chat"))
+            offer.headerFields[HTTPField.Name("Sec-WebSocket-Protocol")!] = "superchat, chat"
+            let connection = try await client.webSocket(for: offer)
+            var texts: [String] = []
+            for try await message in connection.messages {
+                if case .text(let text) = message { texts.append(text) }
+            }
+            #expect(texts == ["ok"])
         }
     }
 

@@ -104,6 +104,10 @@ final class WebSocketHandshake: ChannelInboundHandler, RemovableChannelHandler {
             finish(context: context, failure: "the server's 101 response does not accept the WebSocket upgrade (Upgrade, Connection or Sec-WebSocket-Accept is wrong)")
             return
         }
+        if let unoffered = Self.unoffered(in: response, offered: head.headers) {
+            finish(context: context, failure: "the server's 101 response \(unoffered), which the request did not offer")
+            return
+        }
         done = true
         do {
             let pipeline = context.pipeline.syncOperations
@@ -143,6 +147,29 @@ final class WebSocketHandshake: ChannelInboundHandler, RemovableChannelHandler {
             failed(error)
         }
         context.close(promise: nil)
+    }
+
+    /// What the 101 response turns on that the request did not offer, in words, if anything:
+    /// a subprotocol or an extension (RFC 6455 section 4.1 asks the client to fail then, since
+    /// the frames that follow would mean something it did not agree to).
+    static func unoffered(in response: HTTPResponse, offered: HTTPHeaders) -> String? {
+        // Subprotocols are compared as written, extensions by name without their parameters.
+        func items(_ values: [String], name: (Substring) -> String) -> [String] {
+            values.flatMap { $0.split(separator: ",") }.map(name).filter { !$0.isEmpty }
+        }
+        let protocolName = { (item: Substring) in item.trimmingCharacters(in: .whitespaces) }
+        let extensionName = { (item: Substring) in
+            (item.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "").lowercased()
+        }
+        let offeredProtocols = Set(items(offered[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init), name: protocolName))
+        for chosen in items(response.headerFields[values: .secWebSocketProtocol], name: protocolName) where !offeredProtocols.contains(chosen) {
+            return "chose the subprotocol \(chosen)"
+        }
+        let offeredExtensions = Set(items(offered[canonicalForm: "Sec-WebSocket-Extensions"].map(String.init), name: extensionName))
+        for chosen in items(response.headerFields[values: .secWebSocketExtensions], name: extensionName) where !offeredExtensions.contains(chosen) {
+            return "turned on the extension \(chosen)"
+        }
+        return nil
     }
 
     /// The status line and header fields of a response head.

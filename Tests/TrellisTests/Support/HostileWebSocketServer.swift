@@ -18,6 +18,9 @@ import NIOPosix
 /// - `/reserved-close-code`: a close frame with 1005, which only reports may use.
 /// - `/short-close`: a close frame of one byte.
 /// - `/close-reason-not-utf8`: a close frame with 1000 and a reason that is not UTF-8.
+/// - `/unasked-extension`, `/unasked-protocol`: a 101 that turns on `permessage-deflate`, or
+///   chooses the subprotocol `chat`, whatever the request offered.
+/// - `/chat`: a 101 that chooses `chat`, then `ok` and a close with 1000.
 /// - `/fine`: the control: `ok`, then `fine` in two fragments with a ping between them, then
 ///   a close with 1000.
 ///
@@ -101,7 +104,12 @@ final class HostileWebSocketServer: Sendable {
             let key = lines.first { $0.lowercased().hasPrefix("sec-websocket-key:") }
                 .map { $0.dropFirst("sec-websocket-key:".count).trimmingCharacters(in: .whitespaces) } ?? ""
             let accept = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
-            write(context, Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n".utf8))
+            let agreed = switch path {
+            case "/unasked-extension": "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+            case "/unasked-protocol", "/chat": "Sec-WebSocket-Protocol: chat\r\n"
+            default: ""
+            }
+            write(context, Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\(agreed)\r\n".utf8))
             let hi = Array("hi".utf8)
             switch path {
             case "/masked":
@@ -125,6 +133,8 @@ final class HostileWebSocketServer: Sendable {
                 write(context, [0x88, 1, 0x03])
             case "/close-reason-not-utf8":
                 write(context, [0x88, 4, 0x03, 0xE8, 0xC3, 0x28])
+            case "/chat":
+                write(context, [0x81, 2] + Array("ok".utf8) + [0x88, 2, 0x03, 0xE8])
             case "/fine":
                 write(context, [0x81, 2] + Array("ok".utf8) + [0x01, 2] + Array("fi".utf8) + [0x89, 0] + [0x80, 2] + Array("ne".utf8) + [0x88, 2, 0x03, 0xE8])
             default:
