@@ -4,9 +4,9 @@ public import HTTPTypes
 /// When and how a failed request is sent again.
 ///
 /// A request is retried when it failed to connect or broke off, timed out, or got one of
-/// ``retryableStatuses`` (408, 429, 500, 502, 503, 504); an answer that is not valid HTTP is
-/// not retried, since the same server would give it again. And only when sending it again is
-/// safe: its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, QUERY) unless
+/// ``retryableStatuses`` (408, 429, 500, 502, 503, 504), but not when the answer was not
+/// valid HTTP, which the same server would give again. It is retried only when sending it
+/// again is safe: its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, QUERY) unless
 /// ``retriesNonIdempotentMethods`` is set, and its body can be sent again (a one-shot stream
 /// cannot). Waits grow exponentially with jitter, each capped by ``maximumDelay`` and all of
 /// them by ``maximumTotalDelay``. A `Retry-After` header (seconds or an HTTP date) sets the
