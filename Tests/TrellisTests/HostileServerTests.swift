@@ -388,15 +388,9 @@ struct HostileServerTests {
             let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
             }
-            for path in ["/not-http", "/endless-headers", "/conflicting-lengths", "/length-and-chunked"] {
-                let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
-                guard case .connectionFailed(let failure) = error else {
-                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
-                    continue
-                }
-                let sent = server.heads.filter { $0.hasPrefix("GET \(path) ") }.count
-                #expect(sent == 1, "\(path) was sent \(sent) times (\(failure.reason))")
-            }
+            // A status under 100 traps the process over AsyncHTTPClient: see the next test.
+            let statuses = kind == .urlSession ? ["/status-1000", "/status-99", "/status-000"] : ["/status-1000", "/status-99"]
+            await expectSentOnce(["/not-http", "/endless-headers", "/conflicting-lengths", "/length-and-chunked"] + statuses, to: server, by: client)
             // A body cut short is still retried: the policy is in force. (URLSession may count
             // the break as a stale connection's, which is sent once more besides.)
             let cut = await #expect(throws: TrellisError.self) { try await client.data(for: get(server.url, "/cut-short")) }
@@ -405,6 +399,31 @@ struct HostileServerTests {
             }
             let sent = server.heads.filter { $0.hasPrefix("GET /cut-short ") }.count
             #expect((4...5).contains(sent), "/cut-short was sent \(sent) times")
+        }
+    }
+
+    /// AsyncHTTPClient 1.37.0 (and its main branch of April 2026) takes a status under 100 for
+    /// an informational one and passes over the head, then traps on the body or the end that
+    /// follows ("How can we receive a response body, if we haven't received a head"). Trellis
+    /// has no hook before AsyncHTTPClient's state machine to stop it; enable this test once an
+    /// AsyncHTTPClient release refuses such a status.
+    @Test(.disabled("AsyncHTTPClient 1.37.0 traps the process on a status under 100; see the README's table of faults"))
+    func aStatusUnder100FailsAtOnceOverAsyncHTTPClient() async throws {
+        try await HostileServer.with { server in
+            await expectSentOnce(["/status-000"], to: server, by: Client(baseURL: server.url, transport: TransportKind.asyncHTTPClient.transport))
+        }
+    }
+
+    /// Each of `paths` fails with `connectionFailed`, having reached the server once.
+    private func expectSentOnce(_ paths: [String], to server: HostileServer, by client: Client) async {
+        for path in paths {
+            let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
+            guard case .connectionFailed(let failure) = error else {
+                Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                continue
+            }
+            let sent = server.heads.filter { $0.hasPrefix("GET \(path) ") }.count
+            #expect(sent == 1, "\(path) was sent \(sent) times (\(failure.reason))")
         }
     }
 

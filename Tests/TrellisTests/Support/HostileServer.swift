@@ -27,6 +27,8 @@ import NIOPosix
 ///   request on the same connection gets the connection closed without a byte, as a server
 ///   that timed out an idle keep-alive connection does.
 /// - `/cut-short`: 200 with `Content-Length: 10`, 3 bytes, and the connection closed.
+/// - `/status-1000`, `/status-99`, `/status-000`: a status line with a status of four digits,
+///   of two, or under 100, then `ok` as a body of 2 bytes.
 /// - `/not-http`: another protocol's greeting (SSH's), and the connection held open.
 /// - `/endless-headers`: a status line, then header lines without end, as fast as the client
 ///   reads them; the bytes written before the client went away go to ``floodEnded``.
@@ -173,6 +175,12 @@ final class HostileServer: Sendable {
                 } else {
                     context.close(promise: nil)
                 }
+            case "/status-1000":
+                write(context, "HTTP/1.1 1000 Odd\r\nContent-Length: 2\r\n\r\nok")
+            case "/status-99":
+                write(context, "HTTP/1.1 99 Odd\r\nContent-Length: 2\r\n\r\nok")
+            case "/status-000":
+                write(context, "HTTP/1.1 000 Odd\r\nContent-Length: 2\r\n\r\nok")
             case "/cut-short":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
                 context.close(promise: nil)
