@@ -291,6 +291,22 @@ struct HostileServerTests {
         }
     }
 
+    /// A chunked body with a trailer field reads as its chunks over AsyncHTTPClient.
+    /// FoundationNetworking (swift-corelibs-foundation 6.3.1) traps the process on the same
+    /// response ("Transfer completed, but there's no response": libcurl hands the trailer over
+    /// as a header line after the body, and FoundationNetworking takes it for the start of a new
+    /// response); a plain `URLSession.shared.dataTask` traps the same way. Trellis sees nothing
+    /// of it before the trap; add the URLSession case once a toolchain's FoundationNetworking
+    /// takes a trailer.
+    @Test(arguments: [TransportKind.asyncHTTPClient])
+    func aChunkedBodyWithATrailerReadsWhole(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport)
+            let text = try await client.value(for: get(server.url, "/chunked-trailer"), as: String.self)
+            #expect(text == "ok")
+        }
+    }
+
     /// A server that refuses an upload on sight of its head, while the body is on its way,
     /// five times each way. URLSession delivers the refusal. AsyncHTTPClient closes the
     /// connection under the unfinished upload once the refusal has ended and then fails the

@@ -27,6 +27,8 @@ import NIOPosix
 ///   request on the same connection gets the connection closed without a byte, as a server
 ///   that timed out an idle keep-alive connection does.
 /// - `/cut-short`: 200 with `Content-Length: 10`, 3 bytes, and the connection closed.
+/// - `/chunked-trailer`: a chunked `ok` with a trailer field, `X-Checksum`, announced in
+///   `Trailer`.
 /// - `/status-1000`, `/status-99`, `/status-000`: a status line with a status of four digits,
 ///   of two, or under 100, then `ok` as a body of 2 bytes.
 /// - `/not-http`: another protocol's greeting (SSH's), and the connection held open.
@@ -175,6 +177,8 @@ final class HostileServer: Sendable {
                 } else {
                     context.close(promise: nil)
                 }
+            case "/chunked-trailer":
+                write(context, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n2\r\nok\r\n0\r\nX-Checksum: 1\r\n\r\n")
             case "/status-1000":
                 write(context, "HTTP/1.1 1000 Odd\r\nContent-Length: 2\r\n\r\nok")
             case "/status-99":
