@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOCore
 import Testing
 @testable import Trellis
 
@@ -33,6 +34,20 @@ struct NetworkInputTests {
         #expect(throws: TrellisError.self) { _ = try parser.parse(stream) }
         var roomy = EventStreamParser(maximumEventSize: 1024)
         #expect((try? roomy.parse(stream))?.first?.data.utf8.count == 600)
+    }
+
+    /// SwiftNIO's "I/O on closed channel", met when a request is to go out on a pooled
+    /// connection that closed just then (after a stray response from the server, say), is a
+    /// stale connection's break: the request goes out again on a new connection.
+    @Test func aConnectionFoundClosedCountsAsStale() throws {
+        let request = try Request(method: .get, url: URL(string: "http://127.0.0.1:1/x")!)
+        let error = AsyncHTTPClientTransport.translate(ChannelError.ioOnClosedChannel, host: "127.0.0.1:1", timeout: .seconds(1), request: request)
+        guard case TrellisError.connectionFailed(let failure) = error else {
+            Issue.record("expected connectionFailed, got \(error)")
+            return
+        }
+        #expect(failure.mayBeStaleConnection)
+        #expect(failure.reason.contains("closed under the request"))
     }
 
     @Test func aResponseHasOneSureBodyLengthOrNone() {

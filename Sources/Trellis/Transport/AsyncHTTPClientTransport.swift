@@ -504,6 +504,14 @@ public final class AsyncHTTPClientTransport: Transport {
             failure.isProtocolViolation = parserError != .invalidEOFState
             return TrellisError.connectionFailed(failure)
         }
+        if case ChannelError.ioOnClosedChannel = error {
+            // Met when a request is to go out on a pooled connection that has just closed: a
+            // stale connection's break, unless part of an answer had come (the callers clear it
+            // then).
+            var failure = ConnectionFailure(host: host, reason: "the connection closed under the request (I/O on closed channel)", underlying: error)
+            failure.mayBeStaleConnection = true
+            return TrellisError.connectionFailed(failure)
+        }
         if case ChannelError.connectTimeout = error {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: error))
         }
