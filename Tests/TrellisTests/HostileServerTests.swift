@@ -293,9 +293,9 @@ struct HostileServerTests {
 
     /// A chunked body with a trailer field reads as its chunks over AsyncHTTPClient.
     /// FoundationNetworking (swift-corelibs-foundation 6.3.1) traps the process on the same
-    /// response ("Transfer completed, but there's no response": libcurl hands the trailer over
-    /// as a header line after the body, and FoundationNetworking takes it for the start of a new
-    /// response); a plain `URLSession.shared.dataTask` traps the same way. Trellis sees nothing
+    /// response ("Transfer completed, but there's no response"; likely libcurl handing the
+    /// trailer over as a header line after the body, not confirmed in its source); a plain
+    /// `URLSession.shared.dataTask` traps the same way. Trellis sees nothing
     /// of it before the trap; add the URLSession case once a toolchain's FoundationNetworking
     /// takes a trailer.
     @Test(arguments: [TransportKind.asyncHTTPClient])
