@@ -56,7 +56,6 @@ final class WebSocketFrames {
             case .text, .binary:
                 pending = (frame.opcode, frame.unmaskedData)
             case .continuation:
-                guard pending != nil else { continue }
                 var data = frame.unmaskedData
                 pending?.buffer.writeBuffer(&data)
             case .connectionClose:

@@ -154,6 +154,7 @@ final class WebSocketHandshake: ChannelInboundHandler, RemovableChannelHandler {
     /// the frames that follow would mean something it did not agree to).
     static func unoffered(in response: HTTPResponse, offered: HTTPHeaders) -> String? {
         // Subprotocols are compared as written, extensions by name without their parameters.
+        // The request's fields come split at commas already; the response's come whole.
         func items(_ values: [String], name: (Substring) -> String) -> [String] {
             values.flatMap { $0.split(separator: ",") }.map(name).filter { !$0.isEmpty }
         }
@@ -161,11 +162,11 @@ final class WebSocketHandshake: ChannelInboundHandler, RemovableChannelHandler {
         let extensionName = { (item: Substring) in
             (item.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "").lowercased()
         }
-        let offeredProtocols = Set(items(offered[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init), name: protocolName))
+        let offeredProtocols = Set(offered[canonicalForm: "Sec-WebSocket-Protocol"].map(protocolName))
         for chosen in items(response.headerFields[values: .secWebSocketProtocol], name: protocolName) where !offeredProtocols.contains(chosen) {
             return "chose the subprotocol \(chosen)"
         }
-        let offeredExtensions = Set(items(offered[canonicalForm: "Sec-WebSocket-Extensions"].map(String.init), name: extensionName))
+        let offeredExtensions = Set(offered[canonicalForm: "Sec-WebSocket-Extensions"].map(extensionName))
         for chosen in items(response.headerFields[values: .secWebSocketExtensions], name: extensionName) where !offeredExtensions.contains(chosen) {
             return "turned on the extension \(chosen)"
         }
