@@ -405,12 +405,15 @@ public final class AsyncHTTPClientTransport: Transport {
     /// is all that is left of the refusal; without it the caller would see a broken connection.
     static func answeredDuringUpload(_ failure: ConnectionFailure, status: HTTPResponseStatus) -> ConnectionFailure {
         guard status.code >= 300 else { return failure }
-        return ConnectionFailure(
+        var named = ConnectionFailure(
             host: failure.host,
             reason: "the server answered \(status.code) \(status.reasonPhrase) to a request with a body, "
                 + "and the connection closed before the rest of the answer arrived (\(failure.reason))",
             underlying: failure.underlying
         )
+        // What the failure was still holds: an answer that broke HTTP is not retried.
+        named.isProtocolViolation = failure.isProtocolViolation
+        return named
     }
 
     /// `send` again and again while AsyncHTTPClient gives up on it for want of a free
