@@ -52,14 +52,20 @@ private final class IdleWatch: Sendable {
     }
 }
 
-/// A one-chunk handoff between the pump and the reader, with the reader's idle timer.
+/// A one-chunk handoff between the pump and the reader, with the idle timer.
+///
+/// The idle time is counted from when the pump asks the transport for a chunk, not from when
+/// the reader asks the pump: on a loaded machine the pump's task may wait seconds for a
+/// thread, and that wait is not the server's silence. A chunk that is already there is
+/// handed over whatever the load.
 ///
 /// One timer serves the whole body rather than one per read: setting a timer from off the
 /// event loop and cancelling it are each a job for that loop, and a small body is read twice
-/// (its chunk, then its end), on every call that streams. The timer is set when a read begins
-/// and none is set, and left running when a chunk comes. When it fires, it ends the body if
-/// the read waiting then began a whole idle timeout ago, sets itself again for when that read
-/// would time out, or lapses if no read is waiting. It is cancelled when the body ends.
+/// (its chunk, then its end), on every call that streams. The timer is set when the pump
+/// begins to wait and none is set, and left running when a chunk comes. When it fires, it
+/// ends the body if the pump's wait began a whole idle timeout ago, sets itself again for
+/// when that wait would time out, or lapses if the pump is not waiting. It is cancelled when
+/// the body ends.
 private final class Handoff: Sendable {
     private struct State {
         /// The body, until the pump starts and takes it.
@@ -68,7 +74,7 @@ private final class Handoff: Sendable {
         /// The pump, waiting to be asked for a chunk; resumed with `false` to stop.
         var demand: CheckedContinuation<Bool, Never>?
         var reader: CheckedContinuation<ByteBuffer?, any Error>?
-        /// When the waiting reader began to wait.
+        /// When the pump began to wait for the transport's next chunk.
         var waitingSince: NIODeadline?
         var timer: NIOScheduledCallback?
         /// How the body ended: `nil` while it goes on, `.success` at its end.
@@ -91,12 +97,7 @@ private final class Handoff: Sendable {
                 enum Action { case finish(Result<Void, any Error>), start(Transfer<ChunkIterator>), ask(CheckedContinuation<Bool, Never>?) }
                 let action = state.withLockedValue { state -> Action in
                     if let outcome = state.outcome { return .finish(outcome) }
-                    let now = NIODeadline.now()
                     state.reader = reader
-                    state.waitingSince = now
-                    if state.timer == nil {
-                        state.timer = arm(on: MultiThreadedEventLoopGroup.singleton.any(), at: now + TimeAmount(idleTimeout))
-                    }
                     if let inner = state.inner {
                         state.inner = nil
                         return .start(inner)
@@ -140,7 +141,7 @@ private final class Handoff: Sendable {
         }
     }
 
-    /// The timer fired: the body ends if the waiting read has waited the whole idle timeout.
+    /// The timer fired: the body ends if the pump has waited the whole idle timeout.
     ///
     /// The decision and the end are taken under one hold of the lock: a chunk handed over in
     /// between would otherwise reach its reader and the body be ended after all.
@@ -191,6 +192,16 @@ private final class Handoff: Sendable {
     private func pump(_ transfer: Transfer<ChunkIterator>) async {
         var inner = transfer.value
         while true {
+            let started = state.withLockedValue { state -> Bool in
+                guard state.outcome == nil else { return false }
+                let now = NIODeadline.now()
+                state.waitingSince = now
+                if state.timer == nil {
+                    state.timer = arm(on: MultiThreadedEventLoopGroup.singleton.any(), at: now + TimeAmount(idleTimeout))
+                }
+                return true
+            }
+            guard started else { return }
             let result: Result<ByteBuffer?, any Error>
             do {
                 result = .success(try await inner.next())
