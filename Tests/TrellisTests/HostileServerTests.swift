@@ -162,22 +162,28 @@ struct HostileServerTests {
 
     // MARK: Limits
 
-    @Test(arguments: TransportKind.allCases)
+    /// The flood never ends, so only the client's closing the connection ends it: a client that
+    /// read on, or kept the connection open after it stopped, fails at the time limit. The
+    /// request timeout is longer than that, so that the transport's own timeout cannot be what
+    /// closes it.
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
     func aBodyOverTheLimitStopsTheTransfer(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.limits.maximumBodySize = 1 << 20 }
+            let client = Client(baseURL: server.url, transport: kind.transport) {
+                $0.limits.maximumBodySize = 1 << 20
+                $0.timeouts.request = .seconds(600)
+            }
             let error = await #expect(throws: TrellisError.self) { try await client.perform(get(server.url, "/flood")) }
             guard case .responseTooLarge = error else {
                 Issue.record("expected responseTooLarge, got \(String(describing: error))")
                 return
             }
+            // How far the server got before the client went away depends on the machine's
+            // speed and load, through URLSession from a few megabytes to the whole 4 GiB, since
+            // FoundationNetworking hands each piece to the session's delegate through a queue
+            // without bound. So what is checked is that the client went away.
             var ended = server.floodEnded.makeAsyncIterator()
-            let sent = try #require(await ended.next())
-            // The transfer was cut short: a client that read on would have taken the whole
-            // flood. How far the server got before its writes failed depends on the machine's
-            // speed and load (up to 180 MB with the full suite running beside it on two cores,
-            // through URLSession, and once a whole gigabyte), so the bound is the flood itself.
-            #expect(sent < HostileServer.floodLimit, "the server sent \(sent) bytes")
+            #expect(await ended.next() != nil)
         }
     }
 

@@ -225,6 +225,10 @@ private final class Exchange: @unchecked Sendable {
                 state.received += data.count
                 return state.received
             }
+            // FoundationNetworking queues what it reads for the delegate without bound, and
+            // reads on until the cancellation reaches it: what was queued by then is dropped
+            // here, at the least cost, so that the queue drains fast.
+            guard total - data.count <= limit else { return }
             if total > limit {
                 chunkSink.finish(throwing: TrellisError.responseTooLarge(ResponseTooLarge(limit: limit, announcedLength: nil)))
                 task.cancel()

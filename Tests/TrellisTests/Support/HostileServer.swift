@@ -14,8 +14,9 @@ import NIOPosix
 /// - `/silent`: never answers.
 /// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
 /// - `/stall-events`: an event stream with one event, then nothing.
-/// - `/flood`: a chunked body of up to 4 GiB, written as fast as the client takes it; how much
-///   was written before the client went away goes to ``floodEnded``.
+/// - `/flood`: a chunked body that never ends, written as fast as the client takes it, up to
+///   4 GiB, then held; how much was written before the client went away goes to
+///   ``floodEnded``.
 /// - `/flood-json/…`: the same flood labelled `application/json`, at any path under it (for
 ///   clients that append their own, as generated OpenAPI clients do).
 /// - `/503`: 503 with no body.
@@ -45,14 +46,17 @@ import NIOPosix
 /// - `/refuse-upload`: 413 with `too big` and `Connection: close` as soon as the head is
 ///   read; whatever body follows is read and dropped until the client closes the connection.
 final class HostileServer: Sendable {
-    /// How much a flood offers at most. A client that stops reading ends it far sooner. With
-    /// the whole suite running on two cores, FoundationNetworking once took as long to act on a
-    /// cancelled task as the server took to send a whole gigabyte, so the bound is generous.
+    /// How much a flood writes at most before it holds the connection, sending nothing more
+    /// and never ending: a client that took it all must still close the connection for the
+    /// flood to end. A bound on the bytes a client takes before it stops would race the
+    /// machine's load: with the whole suite running on two cores, FoundationNetworking has
+    /// taken as long to act on a cancelled task as the server took to send 4 GiB.
     static let floodLimit = 1 << 32
 
     private let channel: any Channel
     private let state = NIOLockedValueBox(State())
-    /// Yields once when a flood ends, with the bytes written.
+    /// Yields once when a flood ends, with the bytes written: when a write fails, or when the
+    /// client closes a connection held at ``floodLimit``.
     let floodEnded: AsyncStream<Int>
     private let floodSink: AsyncStream<Int>.Continuation
     /// Yields each time a connection closes, by either side.
@@ -109,6 +113,8 @@ final class HostileServer: Sendable {
         private var requestsOnConnection = 0
         /// Whether what comes in is dropped unread (after a refusal).
         private var discarding = false
+        /// The bytes a flood wrote before it was held at ``HostileServer/floodLimit``.
+        private var heldFlood: Int?
 
         init(state: NIOLockedValueBox<State>, floodSink: AsyncStream<Int>.Continuation, closureSink: AsyncStream<Void>.Continuation) {
             self.state = state
@@ -122,6 +128,7 @@ final class HostileServer: Sendable {
 
         func channelInactive(context: ChannelHandlerContext) {
             state.withLockedValue { $0.connectionsClosed += 1 }
+            if let heldFlood { floodSink.yield(heldFlood) }
             closureSink.yield()
         }
 
@@ -156,10 +163,10 @@ final class HostileServer: Sendable {
                 writeChunk(context, "data: one\n\n")
             case "/flood":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-                flood(context, repeating: Self.framedChunk, counted: 64 * 1024, end: "0\r\n\r\n")
+                flood(context, repeating: Self.framedChunk, counted: 64 * 1024)
             case _ where path.hasPrefix("/flood-json/"):
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-                flood(context, repeating: Self.framedChunk, counted: 64 * 1024, end: "0\r\n\r\n")
+                flood(context, repeating: Self.framedChunk, counted: 64 * 1024)
             case "/503":
                 write(context, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
             case "/partial":
@@ -242,19 +249,19 @@ final class HostileServer: Sendable {
         }
 
         /// Writes `piece` again and again, as fast as the client takes it, counting `counted`
-        /// bytes for each, until ``HostileServer/floodLimit`` or a failed write (the client went
-        /// away); then `end`, if the limit was reached, and the count to `floodEnded`.
-        private func flood(_ context: ChannelHandlerContext, repeating piece: ByteBuffer, counted: Int, end: String? = nil, sent: Int = 0) {
+        /// bytes for each, until a failed write (the client went away) or
+        /// ``HostileServer/floodLimit``, where the connection is held until the client closes
+        /// it; then the count to `floodEnded`.
+        private func flood(_ context: ChannelHandlerContext, repeating piece: ByteBuffer, counted: Int, sent: Int = 0) {
             guard sent < HostileServer.floodLimit else {
-                if let end { write(context, end) }
-                floodSink.yield(sent)
+                heldFlood = sent
                 return
             }
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.writeAndFlush(Self.wrapOutboundOut(piece)).whenComplete { result in
                 let (handler, context) = loopBound.value
                 switch result {
-                case .success: handler.flood(context, repeating: piece, counted: counted, end: end, sent: sent + counted)
+                case .success: handler.flood(context, repeating: piece, counted: counted, sent: sent + counted)
                 case .failure: handler.floodSink.yield(sent)
                 }
             }
