@@ -87,7 +87,7 @@ public final class URLSessionTransport: Transport {
             }
             task = session.dataTask(with: urlRequest)
         }
-        let exchange = Exchange(task: task, request: request, timeout: timeout, spool: spool)
+        let exchange = Exchange(task: task, delegateQueue: session.delegateQueue, request: request, timeout: timeout, spool: spool)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.start(continuation, delegate: delegate)
@@ -136,18 +136,21 @@ private final class Exchange: @unchecked Sendable {
     private let state = NIOLockedValueBox(State())
     private let chunks: AsyncThrowingStream<ByteBuffer, any Error>
     private let chunkSink: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
+    private let canceller: TaskCanceller
 
     /// A spooled request body, removed when the exchange ends.
     let spool: String?
 
-    init(task: URLSessionDataTask, request: Request, timeout: Duration, spool: String?) {
+    init(task: URLSessionDataTask, delegateQueue: OperationQueue, request: Request, timeout: Duration, spool: String?) {
         self.task = task
         self.request = request
         self.timeout = timeout
         self.spool = spool
+        let canceller = TaskCanceller(task: task, delegateQueue: delegateQueue)
+        self.canceller = canceller
         (chunks, chunkSink) = AsyncThrowingStream.makeStream(of: ByteBuffer.self, throwing: (any Error).self)
-        chunkSink.onTermination = { [task] termination in
-            if case .cancelled = termination { task.cancel() }
+        chunkSink.onTermination = { termination in
+            if case .cancelled = termination { canceller.cancel() }
         }
     }
 
@@ -172,7 +175,7 @@ private final class Exchange: @unchecked Sendable {
             defer { state.headContinuation = nil }
             return state.headContinuation
         }
-        task.cancel()
+        canceller.cancel()
         continuation?.resume(throwing: CancellationError())
     }
 
@@ -195,7 +198,7 @@ private final class Exchange: @unchecked Sendable {
         // The session delivers bytes whether or not anyone reads them: once nothing can read
         // them any more (the body was dropped, a limit was hit, the reader stopped), the task is
         // cancelled, so that it neither buffers nor downloads the rest.
-        let reader = AbandonedBodyCanceller(task: task)
+        let reader = AbandonedBodyCanceller(canceller)
         let body = ResponseBody(expectedLength: length) {
             var iterator = chunks.makeAsyncIterator()
             return ChunkIterator {
@@ -243,6 +246,9 @@ private final class Exchange: @unchecked Sendable {
     }
 
     func completed(with error: (any Error)?) {
+        // Before the body's end is handed over: the reader may drop the body as soon as it has
+        // it, and a cancellation from then on must not reach the task.
+        canceller.taskCompleted()
         spool.map(FileIO.remove)
         let continuation = state.withLockedValue { state in
             defer { state.headContinuation = nil }
@@ -308,16 +314,50 @@ private final class Exchange: @unchecked Sendable {
 }
 
 /// Cancels a task when the last reference to its response body goes.
-private final class AbandonedBodyCanceller: @unchecked Sendable {
-    private let task: URLSessionTask
+private final class AbandonedBodyCanceller: Sendable {
+    private let canceller: TaskCanceller
 
-    init(task: URLSessionTask) {
-        self.task = task
+    init(_ canceller: TaskCanceller) {
+        self.canceller = canceller
     }
 
     deinit {
-        // Harmless for a task that has completed.
-        task.cancel()
+        canceller.cancel()
+    }
+}
+
+/// Cancels a task from off the session's delegate queue, and never once the task completed.
+///
+/// FoundationNetworking traps the process ("Trying to access a behaviour for a task that in
+/// not in the registry") when a task is cancelled while its completion is being delivered:
+/// `cancel()` finds the task still running and queues its failure, and the session drops the
+/// task from its registry before that failure is reported. The delivery runs on the delegate
+/// queue, which is serial, and marks the task completed first thing (``taskCompleted()``);
+/// a cancellation made there is therefore either queued before the delivery, so that the task
+/// fails first, or finds the mark and does nothing. The session's own callbacks, on that
+/// queue, cancel the task directly for the same reason.
+private final class TaskCanceller: @unchecked Sendable {
+    private let task: URLSessionTask
+    private let delegateQueue: OperationQueue
+    private let completed = NIOLockedValueBox(false)
+
+    init(task: URLSessionTask, delegateQueue: OperationQueue) {
+        self.task = task
+        self.delegateQueue = delegateQueue
+    }
+
+    /// Called on the delegate queue as the task's completion is delivered.
+    func taskCompleted() {
+        completed.withLockedValue { $0 = true }
+    }
+
+    func cancel() {
+        // Every body that is read to its end comes here when it is dropped: no work then.
+        guard !completed.withLockedValue({ $0 }) else { return }
+        delegateQueue.addOperation { [self] in
+            guard !completed.withLockedValue({ $0 }) else { return }
+            task.cancel()
+        }
     }
 }
 
