@@ -37,9 +37,6 @@ struct NetworkInputTests {
         #expect((try? roomy.parse(stream))?.first?.data.utf8.count == 600)
     }
 
-    /// SwiftNIO's "I/O on closed channel", met when a request is to go out on a pooled
-    /// connection that closed just then (after a stray response from the server, say), is a
-    /// stale connection's break: the request goes out again on a new connection.
     /// Naming the status of an upload's early answer keeps what the failure was.
     @Test func aFailureNamedAfterAnUploadsAnswerStaysAProtocolViolation() {
         var failure = ConnectionFailure(host: "h", reason: "the server's answer is not a valid HTTP/1.1 response")
@@ -49,6 +46,9 @@ struct NetworkInputTests {
         #expect(named.isProtocolViolation)
     }
 
+    /// SwiftNIO's "I/O on closed channel", met when a request is to go out on a pooled
+    /// connection that closed just then (after a stray response from the server, say), is a
+    /// stale connection's break: the request goes out again on a new connection.
     @Test func aConnectionFoundClosedCountsAsStale() throws {
         let request = try Request(method: .get, url: URL(string: "http://127.0.0.1:1/x")!)
         let error = AsyncHTTPClientTransport.translate(ChannelError.ioOnClosedChannel, host: "127.0.0.1:1", timeout: .seconds(1), request: request)
