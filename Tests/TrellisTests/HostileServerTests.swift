@@ -90,7 +90,9 @@ struct HostileServerTests {
 
     // MARK: Timeouts
 
-    @Test(arguments: TransportKind.allCases)
+    // A deadline that never fires would leave these calls waiting forever: the limit makes it
+    // a failure.
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
     func aTimeoutSetByAMiddlewareOrAnEndpointIsTheOneApplied(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport, middlewares: [ShortTimeout(timeout: .milliseconds(250))])

@@ -48,6 +48,10 @@ public final class AsyncHTTPClientTransport: Transport {
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedRoutes: [Route]
+    /// The deadlines of the calls under way over the delegate API, which fail their tasks.
+    private let deadlines = DeadlineTimer<HTTPClient.Task<BufferingDelegate.Exchange>> { task in
+        task.fail(reason: HTTPClientError.deadlineExceeded)
+    }
     /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
     let preparedRequests = PreparedRequests()
     /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
@@ -366,11 +370,7 @@ public final class AsyncHTTPClientTransport: Transport {
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
                 let task = client.execute(request: outgoing, delegate: attempt, eventLoop: preferred.map { .delegate(on: $0) } ?? .indifferent)
-                do {
-                    attempt.hold(to: try task.eventLoop.scheduleCallback(in: TimeAmount(remaining), handler: DeadlineExpiry(task: task)))
-                } catch {
-                    task.fail(reason: error)
-                }
+                attempt.hold(to: deadlines.watch(task, until: .now() + TimeAmount(remaining)), of: deadlines)
                 // Read after `execute`: a shutdown that began in time to fail this request had
                 // set the flag before it began.
                 if !ownsClient || isShuttingDown.load(ordering: .sequentiallyConsistent) {
@@ -577,13 +577,15 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
 
     typealias Exchange = (HTTPResponseHead, ByteBuffer)
 
-    /// The exchange's end, the call waiting for it, and the timer of its deadline.
+    typealias Deadlines = DeadlineTimer<HTTPClient.Task<Exchange>>
+
+    /// The exchange's end, the call waiting for it, and the watch on its deadline.
     private struct Outcome {
         var ended = false
         /// The end, until the call asks for it.
         var result: Result<Exchange, any Error>?
         var waiting: UnsafeContinuation<Exchange, any Error>?
-        var deadline: NIOScheduledCallback?
+        var deadline: (token: Deadlines.Token, timer: Deadlines)?
     }
 
     private let limit: Int
@@ -613,30 +615,29 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         }
     }
 
-    /// Keeps the timer of the exchange's deadline, to be cancelled when the exchange ends.
+    /// Keeps the watch on the exchange's deadline, to be ended when the exchange ends.
     ///
-    /// The timer is the transport's rather than AsyncHTTPClient's (its `deadline:`), which it
-    /// cancels from a callback it registers on the task's future from off the event loop: one
-    /// more job for the loop on every call. This one is cancelled where the exchange ends, on
-    /// the loop.
-    func hold(to deadline: NIOScheduledCallback) {
+    /// The deadline is the transport's rather than AsyncHTTPClient's (its `deadline:`), which
+    /// sets a timer of its own for each request and cancels it from a callback registered on
+    /// the task's future from off the event loop: one more job for the loop on every call.
+    func hold(to token: Deadlines.Token, of timer: Deadlines) {
         let ended = outcome.withLockedValue { state in
-            if !state.ended { state.deadline = deadline }
+            if !state.ended { state.deadline = (token, timer) }
             return state.ended
         }
-        if ended { deadline.cancel() }
+        if ended { timer.unwatch(token) }
     }
 
     /// Ends the exchange with `result`: the first end counts, a later one is dropped.
     func end(_ result: Result<Exchange, any Error>) {
-        let (waiting, deadline) = outcome.withLockedValue { state -> (UnsafeContinuation<Exchange, any Error>?, NIOScheduledCallback?) in
+        let (waiting, deadline) = outcome.withLockedValue { state -> (UnsafeContinuation<Exchange, any Error>?, (token: Deadlines.Token, timer: Deadlines)?) in
             guard !state.ended else { return (nil, nil) }
             state.ended = true
             defer { state.waiting = nil; state.deadline = nil }
             if state.waiting == nil { state.result = result }
             return (state.waiting, state.deadline)
         }
-        deadline?.cancel()
+        if let deadline { deadline.timer.unwatch(deadline.token) }
         waiting?.resume(with: result)
     }
 
@@ -673,18 +674,6 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         }
         end(.success((head, body)))
         return (head, body)
-    }
-}
-
-/// Fails an exchange whose deadline has come.
-///
-/// A scheduled callback rather than a scheduled task: the event loop keeps the handler as it
-/// is, where a task costs a promise and two closures on every call (measured in `Benchmarks/`).
-private struct DeadlineExpiry: NIOScheduledCallbackHandler, Sendable {
-    let task: HTTPClient.Task<BufferingDelegate.Exchange>
-
-    func handleScheduledCallback(eventLoop: some EventLoop) {
-        task.fail(reason: HTTPClientError.deadlineExceeded)
     }
 }
 
