@@ -84,8 +84,9 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
                     finished = true
                     throw CancellationError()
                 } catch let error as TrellisError {
-                    // An event too large is the server's doing, and would only come again.
-                    if !stream.reconnects || Self.isTooLarge(error) {
+                    // An event too large, or framing that breaks HTTP, is the server's doing,
+                    // and would only come again.
+                    if !stream.reconnects || Self.isTooLarge(error) || Self.breaksHTTP(error) {
                         finished = true
                         throw error
                     }
@@ -116,6 +117,11 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
 
         private static func isTooLarge(_ error: TrellisError) -> Bool {
             if case .responseTooLarge = error { return true }
+            return false
+        }
+
+        private static func breaksHTTP(_ error: TrellisError) -> Bool {
+            if case .connectionFailed(let failure) = error { return failure.isProtocolViolation }
             return false
         }
 

@@ -303,6 +303,11 @@ private final class Exchange: @unchecked Sendable {
             return protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(urlError.localizedDescription))", underlying: urlError)
         case .unknown where urlError.localizedDescription.hasPrefix("Too large response headers"):
             return protocolViolation("the response's header fields went past libcurl's limit of 300 KB (\(urlError.localizedDescription))", underlying: urlError)
+        case _ where urlError.localizedDescription.hasSuffix("in chunked-encoding"):
+            // libcurl's words for a chunked body whose framing is broken ("Illegal or missing
+            // hexadecimal sequence in chunked-encoding"): the answer broke HTTP, as
+            // AsyncHTTPClient's parser says of the same bytes.
+            return protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(urlError.localizedDescription))", underlying: urlError)
         case .unknown where ["SSL", "certificate", "TLS"].contains(where: urlError.localizedDescription.contains):
             // FoundationNetworking reports libcurl's TLS failures (an untrusted certificate, a
             // failed handshake) as an unknown error carrying curl's message.

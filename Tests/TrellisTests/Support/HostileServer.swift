@@ -14,6 +14,7 @@ import NIOPosix
 /// - `/silent`: never answers.
 /// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
 /// - `/stall-events`: an event stream with one event, then nothing.
+/// - `/broken-events`: an event stream with one event, then a chunk size that is not a number.
 /// - `/flood`: a chunked body that never ends, written as fast as the client takes it, up to
 ///   4 GiB, then held; how much was written before the client went away goes to
 ///   ``floodEnded``.
@@ -161,6 +162,10 @@ final class HostileServer: Sendable {
             case "/stall-events":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 writeChunk(context, "data: one\n\n")
+            case "/broken-events":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                writeChunk(context, "data: one\n\n")
+                write(context, "zz\r\ndata: two\n\n\r\n")
             case "/flood":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 flood(context, repeating: Self.framedChunk, counted: 64 * 1024)
