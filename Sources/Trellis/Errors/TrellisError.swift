@@ -233,6 +233,12 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(host): \(reason)" }
+
+    /// The reason given for an answer that broke HTTP, either transport's, with what was found
+    /// wrong: one wording, which the README's table of faults quotes.
+    static func notHTTP(_ fault: String) -> String {
+        "the server's answer is not a valid HTTP/1.1 response (\(fault))"
+    }
 }
 
 /// What made a request invalid, found before anything was sent.

@@ -543,7 +543,7 @@ public final class AsyncHTTPClientTransport: Transport {
         switch error {
         case .headerOverflow: "the response's header fields went past SwiftNIO's limit of 80 KB"
         case .invalidEOFState: "the server closed the connection before the response was complete"
-        default: "the server's answer is not a valid HTTP/1.1 response (\(error))"
+        default: ConnectionFailure.notHTTP("\(error)")
         }
     }
 

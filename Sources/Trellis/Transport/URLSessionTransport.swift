@@ -190,7 +190,7 @@ private final class Exchange: @unchecked Sendable {
         }
         if let fault = URLSessionTransport.framingFault(of: head) {
             task.cancel()
-            continuation.resume(throwing: protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(fault))"))
+            continuation.resume(throwing: protocolViolation(ConnectionFailure.notHTTP(fault)))
             return
         }
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
@@ -300,14 +300,14 @@ private final class Exchange: @unchecked Sendable {
         case .unsupportedURL where ["http", "https"].contains(request.head.scheme?.lowercased()):
             // What libcurl did not support is then the answer: an HTTP/0.9 one, or another
             // protocol's.
-            return protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(urlError.localizedDescription))", underlying: urlError)
+            return protocolViolation(ConnectionFailure.notHTTP(urlError.localizedDescription), underlying: urlError)
         case .unknown where urlError.localizedDescription.hasPrefix("Too large response headers"):
             return protocolViolation("the response's header fields went past libcurl's limit of 300 KB (\(urlError.localizedDescription))", underlying: urlError)
         case _ where urlError.localizedDescription.hasSuffix("in chunked-encoding"):
             // libcurl's words for a chunked body whose framing is broken ("Illegal or missing
             // hexadecimal sequence in chunked-encoding"): the answer broke HTTP, as
             // AsyncHTTPClient's parser says of the same bytes.
-            return protocolViolation("the server's answer is not a valid HTTP/1.1 response (\(urlError.localizedDescription))", underlying: urlError)
+            return protocolViolation(ConnectionFailure.notHTTP(urlError.localizedDescription), underlying: urlError)
         case .unknown where ["SSL", "certificate", "TLS"].contains(where: urlError.localizedDescription.contains):
             // FoundationNetworking reports libcurl's TLS failures (an untrusted certificate, a
             // failed handshake) as an unknown error carrying curl's message.
