@@ -84,9 +84,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
                     finished = true
                     throw CancellationError()
                 } catch let error as TrellisError {
-                    // An event too large, or framing that breaks HTTP, is the server's doing,
-                    // and would only come again.
-                    if !stream.reconnects || Self.isTooLarge(error) || Self.breaksHTTP(error) {
+                    if !stream.reconnects || Self.wouldComeAgain(error) {
                         finished = true
                         throw error
                     }
@@ -115,14 +113,14 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
             return Swift.min(asked.saturatingMultiplied(by: pow(2, Swift.min(doublings, 64))), ceiling)
         }
 
-        private static func isTooLarge(_ error: TrellisError) -> Bool {
-            if case .responseTooLarge = error { return true }
-            return false
-        }
-
-        private static func breaksHTTP(_ error: TrellisError) -> Bool {
-            if case .connectionFailed(let failure) = error { return failure.isProtocolViolation }
-            return false
+        /// Whether the server's own doing ended the stream, which a reconnection would only
+        /// meet again: an event too large, or framing that breaks HTTP.
+        private static func wouldComeAgain(_ error: TrellisError) -> Bool {
+            switch error {
+            case .responseTooLarge: true
+            case .connectionFailed(let failure): failure.isProtocolViolation
+            default: false
+            }
         }
 
         private mutating func connect() async throws {
