@@ -1,8 +1,10 @@
+import AsyncHTTPClient
 import Foundation
 import NIOCore
 import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
+import NIOSSL
 import Testing
 import Trellis
 
@@ -437,8 +439,9 @@ struct HostileServerTests {
             let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
             }
-            // A status under 100 traps the process over AsyncHTTPClient: see the next test.
-            let statuses = kind == .urlSession ? ["/status-1000", "/status-99", "/status-000"] : ["/status-1000", "/status-99"]
+            // A status under 100 (`/status-000`) would trap the process inside AsyncHTTPClient
+            // 1.37 if it got there (see `ResponseStatusGuard`).
+            let statuses = ["/status-1000", "/status-99", "/status-000"]
             await expectSentOnce(["/not-http", "/endless-headers", "/conflicting-lengths", "/length-and-chunked", "/overlong-chunk"] + statuses, to: server, by: client)
             // A body cut short is still retried: the policy is in force. (URLSession may count
             // the break as a stale connection's, which is sent once more besides.)
@@ -453,13 +456,58 @@ struct HostileServerTests {
 
     /// AsyncHTTPClient 1.37.0 (and its main branch of April 2026) takes a status under 100 for
     /// an informational one and passes over the head, then traps on the body or the end that
-    /// follows ("How can we receive a response body, if we haven't received a head"). Trellis
-    /// has no hook before AsyncHTTPClient's state machine to stop it; enable this test once an
-    /// AsyncHTTPClient release refuses such a status.
-    @Test(.disabled("AsyncHTTPClient 1.37.0 traps the process on a status under 100; see the README's table of faults"))
-    func aStatusUnder100FailsAtOnceOverAsyncHTTPClient() async throws {
+    /// follows ("How can we receive a response body, if we haven't received a head"). The
+    /// transport's guard refuses the head first, on every kind of call: a buffered one, a
+    /// stream, and a call after the refused one, which needs a connection of its own.
+    @Test func aStatusUnder100FailsOverAsyncHTTPClientInsteadOfTrapping() async throws {
         try await HostileServer.with { server in
-            await expectSentOnce(["/status-000"], to: server, by: Client(baseURL: server.url, transport: TransportKind.asyncHTTPClient.transport))
+            let transport = AsyncHTTPClientTransport()
+            let client = Client(baseURL: server.url, transport: transport)
+            for _ in 0..<2 {
+                let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(server.url, "/status-000")) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("expected connectionFailed, got \(String(describing: error))")
+                    continue
+                }
+                #expect(failure.reason.contains("not a valid HTTP/1.1 response"), "\(failure.reason)")
+            }
+            await #expect(throws: TrellisError.self) {
+                let response = try await client.send(get(server.url, "/status-000"))
+                _ = try await response.body.collect(upTo: 1 << 20)
+            }
+            #expect(server.heads.filter { $0.hasPrefix("GET /status-000 ") }.count == 3, "each refused answer is final")
+            // The client goes on: a refused answer's connection is closed, not reused.
+            let after = try await client.data(for: get(server.url, "/record"))
+            #expect(String(decoding: after.body, as: UTF8.self) == "ok")
+            try await transport.shutdown()
+        }
+    }
+
+    /// HTTP/2 carries a status under 100 to AsyncHTTPClient as well (SwiftNIO's HTTP/2 codec
+    /// takes any integer for `:status`), where it would trap the process the same way; a
+    /// negative one traps the codec itself. The guard on each stream refuses both.
+    @Test func aStatusUnder100OverHTTP2FailsInsteadOfTrapping() async throws {
+        try await HostileHTTP2Server.with { server in
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates([server.certificates.authority])
+            configuration.tlsConfiguration = tls
+            let transport = AsyncHTTPClientTransport(configuration: configuration)
+            let client = Client(baseURL: server.url, transport: transport)
+            for path in ["/status-000", "/status-negative"] {
+                let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                    continue
+                }
+                #expect(failure.reason.contains("not a valid HTTP/2 response"), "\(path): \(failure.reason)")
+            }
+            // Each sent once: the answer breaks HTTP, so the retry stage does not send it again.
+            #expect(server.requestedPaths == ["/status-000", "/status-negative"])
+            // The connection's other streams are unharmed.
+            let after = try await client.data(for: get(server.url, "/other"))
+            #expect(String(decoding: after.body, as: UTF8.self) == "ok")
+            try await transport.shutdown()
         }
     }
 

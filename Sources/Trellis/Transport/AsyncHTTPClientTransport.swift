@@ -166,15 +166,22 @@ public final class AsyncHTTPClientTransport: Transport {
         return configuration
     }
 
-    /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`.
+    /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`, and each HTTP/1
+    /// connection and HTTP/2 stream guarded against a status AsyncHTTPClient would trap on
+    /// (see `ResponseStatusGuard`).
     private static func configuration(
         _ base: HTTPClient.Configuration,
         watchedBy hint: ConnectionLoopHint
     ) -> HTTPClient.Configuration {
         var configuration = base
         let watch: @Sendable (any Channel) -> EventLoopFuture<Void> = { hint.watch($0) }
-        configuration.http1_1ConnectionDebugInitializer = Self.chain(watch, base.http1_1ConnectionDebugInitializer)
+        let guardConnection: @Sendable (any Channel) -> EventLoopFuture<Void> = { ResponseStatusGuard.installOnConnection($0) }
+        let guardStream: @Sendable (any Channel) -> EventLoopFuture<Void> = { ResponseStatusGuard.installOnStream($0) }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(
+            watch, Self.chain(guardConnection, base.http1_1ConnectionDebugInitializer)
+        )
         configuration.http2ConnectionDebugInitializer = Self.chain(watch, base.http2ConnectionDebugInitializer)
+        configuration.http2StreamChannelDebugInitializer = Self.chain(guardStream, base.http2StreamChannelDebugInitializer)
         return configuration
     }
 
@@ -499,6 +506,15 @@ public final class AsyncHTTPClientTransport: Transport {
                 ))
             }
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
+        }
+        if let refused = error as? RefusedStatus {
+            var failure = ConnectionFailure(
+                host: host,
+                reason: ConnectionFailure.notHTTP("the status \(refused.status) is not one of 100 to 999", version: refused.version),
+                underlying: error
+            )
+            failure.isProtocolViolation = true
+            return TrellisError.connectionFailed(failure)
         }
         if let parserError = error as? HTTPParserError {
             var failure = ConnectionFailure(host: host, reason: Self.describe(parserError), underlying: error)

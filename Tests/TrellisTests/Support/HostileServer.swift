@@ -46,7 +46,7 @@ import NIOPosix
 ///   (`forged`) that no request asked for, the connection kept.
 /// - `/refuse-upload`: 413 with `too big` and `Connection: close` as soon as the head is
 ///   read; whatever body follows is read and dropped until the client closes the connection.
-final class HostileServer: Sendable {
+final class HostileServer: RawTestServer {
     /// How much a flood writes at most before it holds the connection, sending nothing more
     /// and never ending: a client that took it all must still close the connection for the
     /// flood to end. A bound on the bytes a client takes before it stops would race the
@@ -88,19 +88,6 @@ final class HostileServer: Sendable {
 
     func stop() async throws {
         try await channel.close()
-    }
-
-    /// Runs `body` with a started server, and stops it afterwards.
-    static func with<Result: Sendable>(_ body: (HostileServer) async throws -> Result) async throws -> Result {
-        let server = try await HostileServer()
-        do {
-            let result = try await body(server)
-            try await server.stop()
-            return result
-        } catch {
-            try? await server.stop()
-            throw error
-        }
     }
 
     private final class Handler: ChannelInboundHandler, @unchecked Sendable {

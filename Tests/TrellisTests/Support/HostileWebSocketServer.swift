@@ -25,7 +25,7 @@ import NIOPosix
 ///   a close with 1000.
 ///
 /// Each is held open after what it sends.
-final class HostileWebSocketServer: Sendable {
+final class HostileWebSocketServer: RawTestServer {
     /// The first frame a connection got from the client after the upgrade.
     struct ClientFrame: Sendable {
         let opcode: UInt8
@@ -57,16 +57,8 @@ final class HostileWebSocketServer: Sendable {
         channel = try await RawListener.bind { Handler(replies: sink) }
     }
 
-    static func with<Result: Sendable>(_ body: (HostileWebSocketServer) async throws -> Result) async throws -> Result {
-        let server = try await HostileWebSocketServer()
-        do {
-            let result = try await body(server)
-            try await server.channel.close()
-            return result
-        } catch {
-            try? await server.channel.close()
-            throw error
-        }
+    func stop() async throws {
+        try await channel.close()
     }
 
     private final class Handler: ChannelInboundHandler, @unchecked Sendable {

@@ -121,3 +121,24 @@ enum RawListener {
             .get()
     }
 }
+
+/// A raw server of the fault tests, which a test starts, uses and stops.
+protocol RawTestServer: Sendable {
+    init() async throws
+    func stop() async throws
+}
+
+extension RawTestServer {
+    /// Runs `body` with a started server, and stops it afterwards, whether `body` threw or not.
+    static func with<Result: Sendable>(_ body: (Self) async throws -> Result) async throws -> Result {
+        let server = try await Self()
+        do {
+            let result = try await body(server)
+            try await server.stop()
+            return result
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+    }
+}
