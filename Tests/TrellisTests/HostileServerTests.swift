@@ -541,6 +541,31 @@ struct HostileServerTests {
         }
     }
 
+    /// An informational head before the answer (`103 Early Hints`) is passed over, and the
+    /// answer is the 200 that follows. FoundationNetworking on Linux reports the 103 instead,
+    /// with the 200's body: the transport refuses that as an answer it cannot trust, by name,
+    /// rather than hand on a status and a body that do not belong together.
+    @Test(arguments: TransportKind.allCases)
+    func anInformationalHeadBeforeTheAnswerIsPassedOver(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport)
+            #if canImport(FoundationNetworking)
+            if kind == .urlSession {
+                let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(server.url, "/early-hints")) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("expected connectionFailed, got \(String(describing: error))")
+                    return
+                }
+                #expect(failure.reason.contains("informational status 103"), "\(failure.reason)")
+                return
+            }
+            #endif
+            let response = try await client.data(for: get(server.url, "/early-hints"))
+            #expect(response.status == .ok)
+            #expect(String(decoding: response.body, as: UTF8.self) == "ok")
+        }
+    }
+
     // MARK: Redaction and files
 
     @Test(arguments: TransportKind.allCases)

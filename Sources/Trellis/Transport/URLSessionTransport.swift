@@ -193,6 +193,17 @@ private final class Exchange: @unchecked Sendable {
             continuation.resume(throwing: protocolViolation(ConnectionFailure.notHTTP(fault)))
             return
         }
+        if head.status.kind == .informational {
+            // An answer may send 1xx heads before its final one (`103 Early Hints`). The session
+            // on Apple platforms passes over them; FoundationNetworking on Linux reports the first
+            // as the status, with the final answer's body. The two do not belong together, and
+            // the final status is not to be had.
+            task.cancel()
+            continuation.resume(throwing: protocolViolation(
+                "the session reported the informational status \(head.status.code) as the answer; the final status was lost"
+            ))
+            return
+        }
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
         let chunks = self.chunks
         // The session delivers bytes whether or not anyone reads them: once nothing can read

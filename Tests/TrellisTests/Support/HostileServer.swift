@@ -37,6 +37,7 @@ import NIOPosix
 /// - `/endless-headers`: a status line, then header lines without end, as fast as the client
 ///   reads them; the bytes written before the client went away go to ``floodEnded``.
 /// - `/endless-informational`: `100 Continue` heads without end, the same way.
+/// - `/early-hints`: `103 Early Hints` with a `Link` field, then 200 with `ok`.
 /// - `/conflicting-lengths`: two `Content-Length` fields, 3 and 5, and 5 bytes.
 /// - `/length-and-chunked`: `Content-Length: 3` beside a chunked body of 5 bytes.
 /// - `/overlong-length`: a `Content-Length` no 64-bit integer holds, and 3 bytes.
@@ -216,6 +217,8 @@ final class HostileServer: RawTestServer {
                 // would reset the connection and could take the refusal with it.
                 discarding = true
                 write(context, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoo big")
+            case "/early-hints":
+                write(context, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             case "/endless-informational":
                 let heads = Self.repeated("HTTP/1.1 100 Continue\r\n\r\n")
                 flood(context, repeating: heads, counted: heads.readableBytes)
