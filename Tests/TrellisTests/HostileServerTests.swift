@@ -488,11 +488,7 @@ struct HostileServerTests {
     /// negative one traps the codec itself. The guard on each stream refuses both.
     @Test func aStatusUnder100OverHTTP2FailsInsteadOfTrapping() async throws {
         try await HostileHTTP2Server.with { server in
-            var configuration = AsyncHTTPClientTransport.defaultConfiguration
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates([server.certificates.authority])
-            configuration.tlsConfiguration = tls
-            let transport = AsyncHTTPClientTransport(configuration: configuration)
+            let transport = http2Transport(trusting: server)
             let client = Client(baseURL: server.url, transport: transport)
             for path in ["/status-000", "/status-negative"] {
                 let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
@@ -509,6 +505,46 @@ struct HostileServerTests {
             #expect(String(decoding: after.body, as: UTF8.self) == "ok")
             try await transport.shutdown()
         }
+    }
+
+    /// The limits and timeouts hold over HTTP/2 as over HTTP/1: a body over the limit resets
+    /// its stream, which ends the flood (it never ends otherwise, so a client that read on
+    /// fails at the time limit), and a stalled body ends at the idle timeout or the deadline.
+    @Test(.timeLimit(.minutes(1))) func limitsAndTimeoutsHoldOverHTTP2() async throws {
+        try await HostileHTTP2Server.with { server in
+            let transport = http2Transport(trusting: server)
+            let client = Client(baseURL: server.url, transport: transport) {
+                $0.limits.maximumBodySize = 1 << 20
+                $0.timeouts.request = .seconds(600)
+                $0.timeouts.idle = .seconds(3)
+            }
+            let tooLarge = await #expect(throws: TrellisError.self) { try await client.perform(get(server.url, "/flood")) }
+            guard case .responseTooLarge = tooLarge else {
+                Issue.record("expected responseTooLarge, got \(String(describing: tooLarge))")
+                return
+            }
+            var ended = server.floodEnded.makeAsyncIterator()
+            let flooded = try #require(await ended.next())
+            // Flow control holds the server to what the client has taken, plus one window.
+            #expect(flooded < 64 << 20, "the server sent \(flooded) bytes before the stream was reset")
+
+            let download = await #expect(throws: TrellisError.self) { try await client.download(for: get(server.url, "/stall-body")) }
+            #expect(timeoutFailure(download)?.waitingFor == "the next byte of the body")
+
+            let impatient = Client(baseURL: server.url, transport: transport) { $0.timeouts.request = .seconds(1) }
+            let buffered = await #expect(throws: TrellisError.self) { try await impatient.data(for: get(server.url, "/stall-body")) }
+            #expect(timeoutFailure(buffered)?.timeout == .seconds(1))
+            try await transport.shutdown()
+        }
+    }
+
+    /// A transport whose TLS trusts the HTTP/2 server's test authority.
+    private func http2Transport(trusting server: HostileHTTP2Server) -> AsyncHTTPClientTransport {
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates([server.certificates.authority])
+        configuration.tlsConfiguration = tls
+        return AsyncHTTPClientTransport(configuration: configuration)
     }
 
     /// Each of `paths` fails with `connectionFailed`, having reached the server once.

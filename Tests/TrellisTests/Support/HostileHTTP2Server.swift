@@ -11,6 +11,10 @@ import NIOSSL
 ///
 /// - `/status-000`: `:status` 000, then `ok` as a body of 2 bytes.
 /// - `/status-negative`: `:status` -5, then the same.
+/// - `/flood`: 200 and a body that never ends, sent as fast as the stream's flow control
+///   lets it, up to 4 GiB; how much was sent before the client reset the stream goes to
+///   ``floodEnded``.
+/// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
 /// - anything else: 200 with `ok`.
 ///
 /// Its certificate is for `localhost`, from ``certificates``' authority.
@@ -18,6 +22,8 @@ final class HostileHTTP2Server: RawTestServer {
     let certificates: TestCertificates
     private let channel: any Channel
     private let paths = NIOLockedValueBox<[String]>([])
+    /// Yields once when a flood's stream closes, with the bytes written.
+    let floodEnded: AsyncStream<Int>
 
     var url: URL { URL(string: "https://localhost:\(channel.localAddress!.port!)")! }
     /// The `:path` of every stream opened, in order.
@@ -26,6 +32,8 @@ final class HostileHTTP2Server: RawTestServer {
     init() async throws {
         let certificates = try TestCertificates()
         self.certificates = certificates
+        let (floodEnded, floodSink) = AsyncStream.makeStream(of: Int.self)
+        self.floodEnded = floodEnded
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(certificates.leaf)],
             privateKey: .privateKey(certificates.leafKey)
@@ -40,7 +48,7 @@ final class HostileHTTP2Server: RawTestServer {
                 }.flatMap {
                     channel.configureHTTP2Pipeline(mode: .server, inboundStreamInitializer: { stream in
                         stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(StreamHandler(paths: paths))
+                            try stream.pipeline.syncOperations.addHandler(StreamHandler(paths: paths, floodSink: floodSink))
                         }
                     }).map { _ in }
                 }
@@ -53,25 +61,62 @@ final class HostileHTTP2Server: RawTestServer {
         try await channel.close()
     }
 
-    private final class StreamHandler: ChannelInboundHandler, Sendable {
+    /// One stream's answer; its state is the stream's event loop's alone.
+    private final class StreamHandler: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = HTTP2Frame.FramePayload
         typealias OutboundOut = HTTP2Frame.FramePayload
 
-        let paths: NIOLockedValueBox<[String]>
+        static let floodLimit = 1 << 32
+        static let floodChunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)
 
-        init(paths: NIOLockedValueBox<[String]>) {
+        let paths: NIOLockedValueBox<[String]>
+        let floodSink: AsyncStream<Int>.Continuation
+        /// The bytes of a flood sent so far, or `nil` when the stream is not a flood.
+        private var flooded: Int?
+
+        init(paths: NIOLockedValueBox<[String]>, floodSink: AsyncStream<Int>.Continuation) {
             self.paths = paths
+            self.floodSink = floodSink
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .headers(let request) = Self.unwrapInboundIn(data) else { return }
             let path = request.headers.first(name: ":path") ?? ""
             paths.withLockedValue { $0.append(path) }
-            let status = ["/status-000": "000", "/status-negative": "-5"][path] ?? "200"
-            let head = HPACKHeaders([(":status", status), ("content-length", "2")])
-            context.write(Self.wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
-            let body = HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(ByteBuffer(string: "ok")), endStream: true))
-            context.writeAndFlush(Self.wrapOutboundOut(body), promise: nil)
+            switch path {
+            case "/flood":
+                context.writeAndFlush(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200"]))), promise: nil)
+                flooded = 0
+                flood(context)
+            case "/stall-body":
+                context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": "1000"]))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "0123456789"))))), promise: nil)
+            default:
+                let status = ["/status-000": "000", "/status-negative": "-5"][path] ?? "200"
+                let head = HPACKHeaders([(":status", status), ("content-length", "2")])
+                context.write(Self.wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
+                let body = HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(ByteBuffer(string: "ok")), endStream: true))
+                context.writeAndFlush(Self.wrapOutboundOut(body), promise: nil)
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            if let flooded { floodSink.yield(flooded) }
+            context.fireChannelInactive()
+        }
+
+        /// Writes the next chunk once the last one has gone out, which flow control holds
+        /// back until the client has taken enough of the body: so `flooded` counts what was
+        /// sent, not what waits in a buffer. Each chunk is written from a job of its own, since
+        /// a write that goes out at once completes at once.
+        private func flood(_ context: ChannelHandlerContext) {
+            guard let written = flooded, written < Self.floodLimit, context.channel.isActive else { return }
+            let sent = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(Self.floodChunk)))), promise: sent)
+            sent.futureResult.assumeIsolated().whenSuccess {
+                self.flooded = written + Self.floodChunk.readableBytes
+                context.eventLoop.assumeIsolated().execute { self.flood(context) }
+            }
         }
     }
 }
