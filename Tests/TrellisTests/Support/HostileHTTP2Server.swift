@@ -15,6 +15,8 @@ import NIOSSL
 ///   lets it, up to 4 GiB; how much was sent before the client reset the stream goes to
 ///   ``floodEnded``.
 /// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
+/// - `/header-bomb`: 200 with a header block of 16 MB once decoded, a few kilobytes on the
+///   wire (one 4,000-byte field 4,000 times, indexed by HPACK after the first), then `ok`.
 /// - anything else: 200 with `ok`.
 ///
 /// Its certificate is for `localhost`, from ``certificates``' authority.
@@ -88,6 +90,14 @@ final class HostileHTTP2Server: RawTestServer {
                 context.writeAndFlush(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200"]))), promise: nil)
                 flooded = 0
                 flood(context)
+            case "/header-bomb":
+                // One large field repeated: after the first, each copy is a byte or two on the
+                // wire (HPACK's dynamic table), and 16 MB once decoded.
+                var head = HPACKHeaders([(":status", "200"), ("content-length", "2")])
+                let value = String(repeating: "a", count: 4000)
+                for _ in 0..<4000 { head.add(name: "x-bomb", value: value) }
+                context.write(Self.wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "ok")), endStream: true))), promise: nil)
             case "/stall-body":
                 context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": "1000"]))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "0123456789"))))), promise: nil)
