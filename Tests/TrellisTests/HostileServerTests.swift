@@ -534,10 +534,16 @@ struct HostileServerTests {
             let impatient = Client(baseURL: server.url, transport: transport) { $0.timeouts.request = .seconds(1) }
             let buffered = await #expect(throws: TrellisError.self) { try await impatient.data(for: get(server.url, "/stall-body")) }
             #expect(timeoutFailure(buffered)?.timeout == .seconds(1))
-            // SwiftNIO's codec refuses a header block past its limit, and AsyncHTTPClient 1.37
-            // leaves the stream waiting: the deadline is what ends the call.
-            let bomb = await #expect(throws: TrellisError.self) { try await impatient.data(for: get(server.url, "/header-bomb")) }
-            #expect(timeoutFailure(bomb)?.timeout == .seconds(1))
+            // SwiftNIO's codec refuses a header block past its limit; the connection is closed
+            // then, and the call fails at once, by name, without being sent again.
+            let patient = Client(baseURL: server.url, transport: transport) { $0.timeouts.request = .seconds(600) }
+            let bomb = await #expect(throws: TrellisError.self) { try await patient.data(for: get(server.url, "/header-bomb")) }
+            guard case .connectionFailed(let failure) = bomb else {
+                Issue.record("expected connectionFailed, got \(String(describing: bomb))")
+                return
+            }
+            #expect(failure.reason.contains("not a valid HTTP/2 response"), "\(failure.reason)")
+            #expect(server.requestedPaths.filter { $0 == "/header-bomb" }.count == 1)
             try await transport.shutdown()
         }
     }

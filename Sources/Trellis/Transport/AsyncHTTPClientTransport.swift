@@ -166,9 +166,10 @@ public final class AsyncHTTPClientTransport: Transport {
         return configuration
     }
 
-    /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`, and each HTTP/1
+    /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`, each HTTP/1
     /// connection and HTTP/2 stream guarded against a status AsyncHTTPClient would trap on
-    /// (see `ResponseStatusGuard`).
+    /// (see `ResponseStatusGuard`), and each HTTP/2 connection closed when its frames cannot be
+    /// parsed (see `HTTP2ConnectionBreak`).
     private static func configuration(
         _ base: HTTPClient.Configuration,
         watchedBy hint: ConnectionLoopHint
@@ -180,7 +181,10 @@ public final class AsyncHTTPClientTransport: Transport {
         configuration.http1_1ConnectionDebugInitializer = Self.chain(
             watch, Self.chain(guardConnection, base.http1_1ConnectionDebugInitializer)
         )
-        configuration.http2ConnectionDebugInitializer = Self.chain(watch, base.http2ConnectionDebugInitializer)
+        let closeWhenBroken: @Sendable (any Channel) -> EventLoopFuture<Void> = { HTTP2ConnectionBreak.install(on: $0) }
+        configuration.http2ConnectionDebugInitializer = Self.chain(
+            watch, Self.chain(closeWhenBroken, base.http2ConnectionDebugInitializer)
+        )
         configuration.http2StreamChannelDebugInitializer = Self.chain(guardStream, base.http2StreamChannelDebugInitializer)
         return configuration
     }
@@ -511,6 +515,15 @@ public final class AsyncHTTPClientTransport: Transport {
             var failure = ConnectionFailure(
                 host: host,
                 reason: ConnectionFailure.notHTTP("the status \(refused.status) is not one of 100 to 999", version: refused.version),
+                underlying: error
+            )
+            failure.isProtocolViolation = true
+            return TrellisError.connectionFailed(failure)
+        }
+        if let broken = error as? BrokenHTTP2Connection {
+            var failure = ConnectionFailure(
+                host: host,
+                reason: ConnectionFailure.notHTTP("a frame could not be parsed: \(broken.cause)", version: "HTTP/2"),
                 underlying: error
             )
             failure.isProtocolViolation = true

@@ -75,7 +75,9 @@ enum ResponseStatusGuard {
 
     /// An HTTP/2 stream's guard: `:status` must be three digits (RFC 9113 section 8.3.2) and
     /// 100 or more. A header block without `:status` (trailers) passes; the codec checks the
-    /// rest.
+    /// rest. When the stream ends because its connection broke (``HTTP2ConnectionBreak``), the
+    /// guard says so first, so that the request fails with the reason rather than with a
+    /// connection closed for no reason given.
     private final class StreamGuard: ChannelInboundHandler {
         typealias InboundIn = HTTP2Frame.FramePayload
         typealias InboundOut = HTTP2Frame.FramePayload
@@ -92,6 +94,13 @@ enum ResponseStatusGuard {
                 return
             }
             context.fireChannelRead(data)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            if !refused, let cause = HTTP2ConnectionBreak.cause(of: context.channel) {
+                context.fireErrorCaught(BrokenHTTP2Connection(cause: cause))
+            }
+            context.fireChannelInactive()
         }
 
         private static func isAcceptable(_ status: String) -> Bool {
