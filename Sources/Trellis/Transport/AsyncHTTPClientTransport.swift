@@ -5,6 +5,7 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -476,7 +477,13 @@ public final class AsyncHTTPClientTransport: Transport {
         if let clientError = error as? HTTPClientError {
             switch clientError {
             case .cancelled, .requestStreamCancelled:
-                return CancellationError()
+                // AsyncHTTPClient also reports a request it gave up on itself as cancelled: an
+                // HTTP/2 stream the server reset can end that way. Only the caller's own
+                // cancellation is a `CancellationError`.
+                guard !Task.isCancelled else { return CancellationError() }
+                return TrellisError.connectionFailed(ConnectionFailure(
+                    host: host, reason: "AsyncHTTPClient gave up on the exchange before the response was complete", underlying: clientError
+                ))
             case .connectTimeout:
                 return TrellisError.connectionFailed(
                     ConnectionFailure(host: host, reason: "no connection within the connect timeout", underlying: clientError)
@@ -519,6 +526,13 @@ public final class AsyncHTTPClientTransport: Transport {
             )
             failure.isProtocolViolation = true
             return TrellisError.connectionFailed(failure)
+        }
+        if let closed = error as? NIOHTTP2Errors.StreamClosed {
+            return TrellisError.connectionFailed(ConnectionFailure(
+                host: host,
+                reason: "the HTTP/2 stream was closed with \(Self.name(of: closed.errorCode)) before the response was complete",
+                underlying: error
+            ))
         }
         if let broken = error as? BrokenHTTP2Connection {
             var failure = ConnectionFailure(
@@ -574,6 +588,17 @@ public final class AsyncHTTPClientTransport: Transport {
         case .invalidEOFState: "the server closed the connection before the response was complete"
         default: ConnectionFailure.notHTTP("\(error)")
         }
+    }
+
+    /// An HTTP/2 error code by its name in RFC 9113 (section 7); SwiftNIO's own text carries
+    /// its source location.
+    private static func name(of code: NIOHTTP2.HTTP2ErrorCode) -> String {
+        let names = [
+            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ]
+        return names.indices.contains(code.networkCode) ? names[code.networkCode] : "error code \(code.networkCode)"
     }
 
     private static func describe(_ error: IOError) -> String {

@@ -15,6 +15,7 @@ import NIOSSL
 ///   lets it, up to 4 GiB; how much was sent before the client reset the stream goes to
 ///   ``floodEnded``.
 /// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
+/// - `/reset`: 200 announcing 100 bytes, 10 of them, then `RST_STREAM` with `INTERNAL_ERROR`.
 /// - `/header-bomb`: 200 with a header block of 16 MB once decoded, a few kilobytes on the
 ///   wire (one 4,000-byte field 4,000 times, indexed by HPACK after the first), then `ok`.
 /// - anything else: 200 with `ok`.
@@ -98,6 +99,10 @@ final class HostileHTTP2Server: RawTestServer {
                 for _ in 0..<4000 { head.add(name: "x-bomb", value: value) }
                 context.write(Self.wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "ok")), endStream: true))), promise: nil)
+            case "/reset":
+                context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": "100"]))), promise: nil)
+                context.write(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "0123456789"))))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.rstStream(.internalError)), promise: nil)
             case "/stall-body":
                 context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": "1000"]))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "0123456789"))))), promise: nil)
