@@ -537,8 +537,11 @@ public final class AsyncHTTPClientTransport: Transport {
         if let broken = error as? BrokenHTTP2Connection {
             var failure = ConnectionFailure(
                 host: host,
-                reason: ConnectionFailure.notHTTP("a frame could not be parsed: \(broken.cause)", version: "HTTP/2"),
-                underlying: error
+                reason: ConnectionFailure.notHTTP(
+                    "a frame could not be parsed: a header block past SwiftNIO's 16 KB once decoded, or bytes that are not HTTP/2",
+                    version: "HTTP/2"
+                ),
+                underlying: broken.cause
             )
             failure.isProtocolViolation = true
             return TrellisError.connectionFailed(failure)
