@@ -6,8 +6,8 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
-/// A TLS server that speaks HTTP/2 alone (ALPN `h2`), for faults that only HTTP/2 can carry
-/// to AsyncHTTPClient. It answers each stream by its `:path`:
+/// A TLS server that speaks HTTP/2 alone (ALPN `h2`), for the faults of a server reached over
+/// HTTP/2 through AsyncHTTPClient. It answers each stream by its `:path`:
 ///
 /// - `/status-000`: `:status` 000, then `ok` as a body of 2 bytes.
 /// - `/status-negative`: `:status` -5, then the same.
@@ -25,7 +25,7 @@ final class HostileHTTP2Server: RawTestServer {
     let certificates: TestCertificates
     private let channel: any Channel
     private let paths = NIOLockedValueBox<[String]>([])
-    /// Yields once when a flood's stream closes, with the bytes written.
+    /// Yields once when a flood's stream closes, with the bytes sent.
     let floodEnded: AsyncStream<Int>
 
     var url: URL { URL(string: "https://localhost:\(channel.localAddress!.port!)")! }
