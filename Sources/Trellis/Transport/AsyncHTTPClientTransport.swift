@@ -519,13 +519,7 @@ public final class AsyncHTTPClientTransport: Transport {
             return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: "\(error)", underlying: error))
         }
         if let refused = error as? RefusedStatus {
-            var failure = ConnectionFailure(
-                host: host,
-                reason: ConnectionFailure.notHTTP("the status \(refused.status) is not one of 100 to 999", version: refused.version),
-                underlying: error
-            )
-            failure.isProtocolViolation = true
-            return TrellisError.connectionFailed(failure)
+            return notHTTP("the status \(refused.status) is not one of 100 to 999", version: refused.version, host: host, underlying: error)
         }
         if let closed = error as? NIOHTTP2Errors.StreamClosed {
             return TrellisError.connectionFailed(ConnectionFailure(
@@ -535,16 +529,10 @@ public final class AsyncHTTPClientTransport: Transport {
             ))
         }
         if let broken = error as? BrokenHTTP2Connection {
-            var failure = ConnectionFailure(
-                host: host,
-                reason: ConnectionFailure.notHTTP(
-                    "a frame could not be parsed: a header block past SwiftNIO's 16 KB once decoded, or bytes that are not HTTP/2",
-                    version: "HTTP/2"
-                ),
-                underlying: broken.cause
+            return notHTTP(
+                "a frame could not be parsed: a header block past SwiftNIO's 16 KB once decoded, or bytes that are not HTTP/2",
+                version: "HTTP/2", host: host, underlying: broken.cause
             )
-            failure.isProtocolViolation = true
-            return TrellisError.connectionFailed(failure)
         }
         if let parserError = error as? HTTPParserError {
             var failure = ConnectionFailure(host: host, reason: Self.describe(parserError), underlying: error)
@@ -591,6 +579,14 @@ public final class AsyncHTTPClientTransport: Transport {
         case .invalidEOFState: "the server closed the connection before the response was complete"
         default: ConnectionFailure.notHTTP("\(error)")
         }
+    }
+
+    /// The failure of an answer that breaks the protocol: never retried, since the same server
+    /// would answer the same way.
+    private static func notHTTP(_ fault: String, version: String, host: String, underlying: any Error) -> TrellisError {
+        var failure = ConnectionFailure(host: host, reason: ConnectionFailure.notHTTP(fault, version: version), underlying: underlying)
+        failure.isProtocolViolation = true
+        return TrellisError.connectionFailed(failure)
     }
 
     /// An HTTP/2 error code by its name in RFC 9113 (section 7); SwiftNIO's own text carries

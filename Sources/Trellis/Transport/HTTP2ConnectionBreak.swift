@@ -27,10 +27,9 @@ final class HTTP2ConnectionBreak: ChannelInboundHandler {
 
     /// Puts the handler last in a new HTTP/2 connection's pipeline.
     static func install(on channel: any Channel) -> EventLoopFuture<Void> {
-        let work: @Sendable () throws -> Void = {
+        channel.onItsLoop {
             try channel.pipeline.syncOperations.addHandler(HTTP2ConnectionBreak(), position: .last)
         }
-        return channel.eventLoop.inEventLoop ? channel.eventLoop.makeCompletedFuture(withResultOf: work) : channel.eventLoop.submit(work)
     }
 
     /// What broke the connection `stream` belongs to, if anything did.

@@ -30,7 +30,7 @@ enum ResponseStatusGuard {
     /// left as it is rather than failing every connection; the tests of the hostile server
     /// would then stop at the trap.
     static func installOnConnection(_ channel: any Channel) -> EventLoopFuture<Void> {
-        onLoop(of: channel) {
+        channel.onItsLoop {
             let pipeline = channel.pipeline.syncOperations
             guard let parser = try? pipeline.handler(type: ByteToMessageHandler<HTTPResponseDecoder>.self) else { return }
             try pipeline.addHandler(ConnectionGuard(), position: .after(parser))
@@ -43,13 +43,9 @@ enum ResponseStatusGuard {
     /// Meant for AsyncHTTPClient's HTTP/2 stream initializer, which runs before the stream
     /// carries its request.
     static func installOnStream(_ channel: any Channel) -> EventLoopFuture<Void> {
-        onLoop(of: channel) {
+        channel.onItsLoop {
             try channel.pipeline.syncOperations.addHandler(StreamGuard(), position: .first)
         }
-    }
-
-    private static func onLoop(of channel: any Channel, _ work: @escaping @Sendable () throws -> Void) -> EventLoopFuture<Void> {
-        channel.eventLoop.inEventLoop ? channel.eventLoop.makeCompletedFuture(withResultOf: work) : channel.eventLoop.submit(work)
     }
 
     /// An HTTP/1 connection's guard: the parser has checked the status line's form, so only
