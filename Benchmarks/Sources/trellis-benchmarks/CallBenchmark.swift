@@ -288,6 +288,16 @@ enum CallBenchmark {
     /// and a single run's ratio moved by several percent. Slices of a tenth of a round, in
     /// mirrored order, spread it over both sides alike. `TRELLIS_BENCH_SLICES=1` runs each side
     /// whole instead.
+    /// `TRELLIS_BENCH_SLICE_LOG=1` prints when each slice of a round began and ended, on the
+    /// monotonic clock, to standard error.
+    private static let logsSlices = ProcessInfo.processInfo.environment["TRELLIS_BENCH_SLICE_LOG"] != nil
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
     private static func interleavedRound(_ scenario: Scenario, rawFirst: Bool) async throws -> (raw: Run, trellis: Run) {
         let perWorker = scenario.requests / scenario.concurrency
         let wanted = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_SLICES"] ?? "") ?? 10
@@ -300,10 +310,16 @@ enum CallBenchmark {
             let calls = perWorker / slices + (slice < perWorker % slices ? 1 : 0)
             let rawNow = (slice % 4 == 0 || slice % 4 == 3) == rawFirst
             for side in rawNow ? [true, false] : [false, true] {
+                let began = monotonicNanoseconds()
                 if side {
                     raw.add(try await timed(scenario.raw, scenario, callsPerTask: calls))
                 } else {
                     trellis.add(try await timed(scenario.trellis, scenario, callsPerTask: calls))
+                }
+                if logsSlices {
+                    // For a profile of both sides at once: `perf record -k CLOCK_MONOTONIC` stamps
+                    // samples on the same clock, so each sample can be given to its side.
+                    FileHandle.standardError.write(Data("slice \(side ? "raw" : "trellis") \(began) \(monotonicNanoseconds())\n".utf8))
                 }
             }
         }

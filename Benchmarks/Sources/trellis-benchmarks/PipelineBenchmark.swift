@@ -59,8 +59,8 @@ enum PipelineBenchmark {
 
     /// The median time per call of each side, run in turn.
     private static func pair(
-        _ raw: @Sendable () async throws -> Void,
-        _ trellis: @Sendable () async throws -> Void,
+        _ raw: @escaping @Sendable () async throws -> Void,
+        _ trellis: @escaping @Sendable () async throws -> Void,
         rounds: Int
     ) async throws -> (raw: Double, call: Double) {
         _ = try await nanosecondsPerCall(raw)
@@ -79,10 +79,20 @@ enum PipelineBenchmark {
         return (median(rawRuns), median(trellisRuns))
     }
 
-    private static func nanosecondsPerCall(_ call: @Sendable () async throws -> Void) async throws -> Double {
+    /// `TRELLIS_BENCH_TASKS=<n>` runs the calls from `n` tasks at once, each making all of them:
+    /// what the client's shared state (its objects' reference counts, its locks) costs when
+    /// several cores use it. The figure is then each task's time per call.
+    private static let tasks = max(1, Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_TASKS"] ?? "") ?? 1)
+
+    private static func nanosecondsPerCall(_ call: @escaping @Sendable () async throws -> Void) async throws -> Double {
         let clock = ContinuousClock()
         let start = clock.now
-        for _ in 0..<calls { try await call() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<tasks {
+                group.addTask { for _ in 0..<calls { try await call() } }
+            }
+            try await group.waitForAll()
+        }
         let elapsed = clock.now - start
         return (Double(elapsed.components.seconds) * 1e18 + Double(elapsed.components.attoseconds)) / 1e9 / Double(calls)
     }
