@@ -7,61 +7,92 @@ import Logging
 /// on every hop (each redirect, and each retry attempt since retries sit outside redirects).
 final class Pipeline: Sendable {
     /// Outermost first; the transport follows the last.
-    var stages: [any Middleware] { entries.map(\.stage) }
-    /// The stages, each behind one reference: reading a stage out of an array of existentials
-    /// copies it (through its value witnesses) every time.
-    private let entries: [Entry]
+    var stages: [any Middleware] { cells.map(\.middleware) }
+    /// Each stage in a cell of its concrete type, which keeps them alive.
+    private let cells: [Cell]
+    /// The same cells, unretained: every call, on whichever core, reads them, and retaining a
+    /// cell to read it writes its reference count, which then has to move between the cores'
+    /// caches on every call (measured in `Benchmarks/`, "Shared state and two cores").
+    /// `Unmanaged._withUnsafeGuaranteedRef` reads a cell without retaining it.
+    private let unretained: ContiguousArray<Unmanaged<Cell>>
     let transport: any Transport
 
-    /// A stage, and the stage again when it can tell whether a request needs it at all (a
-    /// stage with nothing to do for a request is passed over without a call: every call
-    /// crosses the pipeline, and each stage entered costs an async frame) or when it works in
-    /// line (see ``InlineStage``).
-    ///
-    /// Those two are kept in boxes of their concrete stage type: calling a stage through a
-    /// struct existential copies the stage (through its value witnesses) on every call.
-    private final class Entry: Sendable {
-        let stage: any Middleware
-        let optional: (any NeedsCheck)?
-        let inline: (any InlineWork)?
+    /// A stage, in a class of its concrete stage type, so that calling it neither copies the
+    /// stage (as calling through a struct existential does, through its value witnesses) nor
+    /// needs a cast. ``isOptional`` and ``isInline`` say which of the other methods it has:
+    /// a stage that can tell whether a request needs it at all is passed over without a call
+    /// (every call crosses the pipeline, and each stage entered costs an async frame), and an
+    /// inline one works without a frame of its own (see ``InlineStage``).
+    private class Cell: @unchecked Sendable {
+        let isOptional: Bool
+        let isInline: Bool
 
-        init(_ stage: any Middleware) {
+        init(isOptional: Bool, isInline: Bool) {
+            self.isOptional = isOptional
+            self.isInline = isInline
+        }
+
+        var middleware: any Middleware { fatalError("a subclass gives its stage") }
+        func isNeeded(for request: Request) -> Bool { true }
+        func prepare(_ request: inout Request) throws {}
+        func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody> { response }
+        func intercept(
+            _ request: Request,
+            next: @Sendable (Request) async throws -> Response<ResponseBody>
+        ) async throws -> Response<ResponseBody> {
+            fatalError("a subclass runs its stage")
+        }
+
+        static func holding(_ stage: any Middleware) -> Cell {
+            switch stage {
+            case let stage as any OptionalStage & InlineStage: optionalInline(stage)
+            case let stage as any OptionalStage: optional(stage)
+            case let stage as any InlineStage: inline(stage)
+            default: plain(stage)
+            }
+        }
+
+        // Generic functions open the existentials above; a generic class's initializer does not.
+        private static func optionalInline<Stage: OptionalStage & InlineStage>(_ stage: Stage) -> Cell { OptionalInlineCell(stage) }
+        private static func optional<Stage: OptionalStage>(_ stage: Stage) -> Cell { OptionalCell(stage) }
+        private static func inline<Stage: InlineStage>(_ stage: Stage) -> Cell { InlineCell(stage) }
+        private static func plain<Stage: Middleware>(_ stage: Stage) -> Cell { StageCell(stage) }
+    }
+
+    private class StageCell<Stage: Middleware>: Cell, @unchecked Sendable {
+        let stage: Stage
+
+        init(_ stage: Stage, isOptional: Bool = false, isInline: Bool = false) {
             self.stage = stage
-            self.optional = (stage as? any OptionalStage).map { Self.box($0) }
-            self.inline = (stage as? any InlineStage).map { Self.box($0) }
+            super.init(isOptional: isOptional, isInline: isInline)
         }
 
-        private static func box<Stage: OptionalStage>(_ stage: Stage) -> any NeedsCheck { OptionalBox(stage: stage) }
-        private static func box<Stage: InlineStage>(_ stage: Stage) -> any InlineWork { InlineBox(stage: stage) }
+        override var middleware: any Middleware { stage }
 
-        func isPassedOver(for request: Request) -> Bool {
-            guard let optional else { return false }
-            return !optional.isNeeded(for: request)
+        override func intercept(
+            _ request: Request,
+            next: @Sendable (Request) async throws -> Response<ResponseBody>
+        ) async throws -> Response<ResponseBody> {
+            try await stage.intercept(request, next: next)
         }
     }
 
-    private protocol NeedsCheck: AnyObject, Sendable {
-        func isNeeded(for request: Request) -> Bool
+    private final class OptionalCell<Stage: OptionalStage>: StageCell<Stage>, @unchecked Sendable {
+        init(_ stage: Stage) { super.init(stage, isOptional: true) }
+        override func isNeeded(for request: Request) -> Bool { stage.isNeeded(for: request) }
     }
 
-    private protocol InlineWork: AnyObject, Sendable {
-        func prepare(_ request: inout Request) throws
-        func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody>
-    }
-
-    private final class OptionalBox<Stage: OptionalStage>: NeedsCheck {
-        let stage: Stage
-        init(stage: Stage) { self.stage = stage }
-        func isNeeded(for request: Request) -> Bool { stage.isNeeded(for: request) }
-    }
-
-    private final class InlineBox<Stage: InlineStage>: InlineWork {
-        let stage: Stage
-        init(stage: Stage) { self.stage = stage }
-        func prepare(_ request: inout Request) throws { try stage.prepare(&request) }
-        func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody> {
+    private class InlineCell<Stage: InlineStage>: StageCell<Stage>, @unchecked Sendable {
+        init(_ stage: Stage, isOptional: Bool = false) { super.init(stage, isOptional: isOptional, isInline: true) }
+        override func prepare(_ request: inout Request) throws { try stage.prepare(&request) }
+        override func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody> {
             try stage.finish(response, for: request)
         }
+    }
+
+    private final class OptionalInlineCell<Stage: OptionalStage & InlineStage>: InlineCell<Stage>, @unchecked Sendable {
+        init(_ stage: Stage) { super.init(stage, isOptional: true) }
+        override func isNeeded(for request: Request) -> Bool { stage.isNeeded(for: request) }
     }
 
     /// What a pipeline is made from: a client's settings.
@@ -75,7 +106,9 @@ final class Pipeline: Sendable {
     }
 
     init(_ settings: Settings) {
-        self.entries = Self.stages(for: settings).map(Entry.init)
+        let cells = Self.stages(for: settings).map(Cell.holding)
+        self.cells = cells
+        self.unretained = ContiguousArray(cells.map { Unmanaged.passUnretained($0) })
         self.transport = settings.transport
     }
 
@@ -132,6 +165,12 @@ final class Pipeline: Sendable {
         try await run(request, at: 0, terminal: terminal)
     }
 
+    /// Whether the stage at `index` has nothing to do for `request`.
+    @inline(__always)
+    private func isPassedOver(_ index: Int, for request: Request) -> Bool {
+        unretained[index]._withUnsafeGuaranteedRef { $0.isOptional && !$0.isNeeded(for: request) }
+    }
+
     /// Runs the stages from `start` on: the ones a request does not need are passed over, and
     /// a run of inline stages is applied here, each preparing the request in order and
     /// finishing the response in reverse order, around the next stage that needs a frame of
@@ -141,11 +180,12 @@ final class Pipeline: Sendable {
         at start: Int,
         terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
     ) async throws -> Response<ResponseBody> {
+        let count = unretained.count
         var index = start
-        while index < entries.count, entries[index].isPassedOver(for: request) {
+        while index < count, isPassedOver(index, for: request) {
             index += 1
         }
-        guard index < entries.count, entries[index].inline != nil else {
+        guard index < count, unretained[index]._withUnsafeGuaranteedRef(\.isInline) else {
             // Most runs (the call's, each attempt's) have no inline stage: the request goes on
             // as it came, uncopied.
             return try await forward(request, to: index, terminal: terminal)
@@ -155,15 +195,14 @@ final class Pipeline: Sendable {
         // Bit n: the stage at first + n prepared the request. Inline stages are the client's
         // own, far fewer than 64; a longer run simply ends early.
         var prepared: UInt64 = 0
-        while index < entries.count {
-            let entry = entries[index]
+        while index < count {
             // The first of the run was found needed above, for this same request.
-            if index != first, entry.isPassedOver(for: request) {
+            if index != first, isPassedOver(index, for: request) {
                 index += 1
                 continue
             }
-            guard let stage = entry.inline, index - first < UInt64.bitWidth else { break }
-            try stage.prepare(&request)
+            guard index - first < UInt64.bitWidth, unretained[index]._withUnsafeGuaranteedRef(\.isInline) else { break }
+            try unretained[index]._withUnsafeGuaranteedRef { try $0.prepare(&request) }
             prepared |= 1 << UInt64(index - first)
             index += 1
         }
@@ -171,7 +210,7 @@ final class Pipeline: Sendable {
         while prepared != 0 {
             let offset = UInt64.bitWidth - 1 - prepared.leadingZeroBitCount
             prepared &= ~(1 << UInt64(offset))
-            response = try entries[first + offset].inline!.finish(response, for: request)
+            response = try unretained[first + offset]._withUnsafeGuaranteedRef { [response] in try $0.finish(response, for: request) }
         }
         return response
     }
@@ -183,12 +222,12 @@ final class Pipeline: Sendable {
         to index: Int,
         terminal: (@Sendable (Request) async throws -> Response<ResponseBody>)?
     ) async throws -> Response<ResponseBody> {
-        guard index < entries.count else {
+        guard index < cells.count else {
             try Task.checkCancellation()
             if let terminal { return try await terminal(request) }
             return try await transport.send(request)
         }
-        return try await entries[index].stage.intercept(request) { next in
+        return try await cells[index].intercept(request) { next in
             try await self.run(next, at: index + 1, terminal: terminal)
         }
     }
