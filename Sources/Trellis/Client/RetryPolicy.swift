@@ -90,13 +90,24 @@ public struct RetryPolicy: Sendable {
 
     /// Whether `method` may be sent twice with the same effect (RFC 9110 section 9.2.2).
     public static func isIdempotent(_ method: HTTPRequest.Method) -> Bool {
-        [.get, .head, .put, .delete, .options, .trace, .query].contains(method)
+        // A switch, not `contains` on an array literal: every call asks, some twice.
+        switch method {
+        case .get, .head, .put, .delete, .options, .trace, .query: true
+        default: false
+        }
     }
 
-    /// Whether `request` may be sent again at all, whatever went wrong.
-    func allowsRetrying(_ request: Request) -> Bool {
+    /// Whether `request` may be sent again at all, whatever went wrong, with the count
+    /// `maximumRetries` in place of the policy's when it is given.
+    func allowsRetrying(_ request: Request, maximumRetries: Int? = nil) -> Bool {
+        Self.allowsRetrying(request, maximumRetries: maximumRetries ?? self.maximumRetries, nonIdempotent: retriesNonIdempotentMethods)
+    }
+
+    /// ``allowsRetrying(_:maximumRetries:)`` from the two settings it reads, which the retry
+    /// stage keeps apart from the policy so that a call need not copy the policy to ask.
+    static func allowsRetrying(_ request: Request, maximumRetries: Int, nonIdempotent: Bool) -> Bool {
         guard maximumRetries > 0 else { return false }
-        guard retriesNonIdempotentMethods || Self.isIdempotent(request.method) else { return false }
+        guard nonIdempotent || isIdempotent(request.method) else { return false }
         return request.body?.isReplayable ?? true
     }
 

@@ -15,6 +15,19 @@ struct RetryStage: Middleware {
     let policy: RetryPolicy
     let timeout: Duration
     let logger: Logger
+    /// What every call asks of the policy, apart from it: a copy of the policy, which holds
+    /// a set and closures, would write to their reference counts, shared with the calls on
+    /// other cores (measured in `Benchmarks/`, "Shared state and two cores").
+    private let maximumRetries: Int
+    private let retriesNonIdempotentMethods: Bool
+
+    init(policy: RetryPolicy, timeout: Duration, logger: Logger) {
+        self.policy = policy
+        self.timeout = timeout
+        self.logger = logger
+        self.maximumRetries = policy.maximumRetries
+        self.retriesNonIdempotentMethods = policy.retriesNonIdempotentMethods
+    }
 
     func intercept(
         _ request: Request,
@@ -23,14 +36,20 @@ struct RetryStage: Middleware {
         var request = request
         let limit = request.timeout ?? timeout
         request.timeout = limit
-        var policy = request.retryPolicy ?? self.policy
-        if let maximumRetries = request.maximumRetries { policy.maximumRetries = maximumRetries }
-        let retries = policy.allowsRetrying(request)
+        let maximumRetries = request.maximumRetries
+        let retries = request.retryPolicy.map { $0.allowsRetrying(request, maximumRetries: maximumRetries) }
+            ?? RetryPolicy.allowsRetrying(
+                request,
+                maximumRetries: maximumRetries ?? self.maximumRetries,
+                nonIdempotent: retriesNonIdempotentMethods
+            )
         if !retries, !Self.mayReplay(request) {
             // Nothing to retry and nothing to replay: one attempt, as it comes.
             request.deadline = .now + limit
             return try await next(request)
         }
+        var policy = request.retryPolicy ?? self.policy
+        if let maximumRetries { policy.maximumRetries = maximumRetries }
         var replayedStaleConnection = false
         var retry = 0
         var waited = Duration.zero
