@@ -50,7 +50,7 @@ public final class AsyncHTTPClientTransport: Transport {
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedRoutes: [Route]
     /// The deadlines of the calls under way over the delegate API, which fail their tasks.
-    private let deadlines = DeadlineTimer<HTTPClient.Task<BufferingDelegate.Exchange>> { task in
+    private let deadlines = DeadlineTimer<HTTPClient.Task<Void>> { task in
         task.fail(reason: HTTPClientError.deadlineExceeded)
     }
     /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
@@ -386,7 +386,8 @@ public final class AsyncHTTPClientTransport: Transport {
                 // Read after `execute`: a shutdown that began in time to fail this request had
                 // set the flag before it began.
                 if !ownsClient || isShuttingDown.load(ordering: .sequentiallyConsistent) {
-                    task.futureResult.whenComplete { attempt.end($0) }
+                    // A success has ended the wait already: the delegate ends it as it finishes.
+                    task.futureResult.whenFailure { attempt.end(.failure($0)) }
                 }
                 return try await withTaskCancellationHandler {
                     try await attempt.response()
@@ -630,7 +631,7 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
 
     typealias Exchange = (HTTPResponseHead, ByteBuffer)
 
-    typealias Deadlines = DeadlineTimer<HTTPClient.Task<Exchange>>
+    typealias Deadlines = DeadlineTimer<HTTPClient.Task<Void>>
 
     /// The exchange's end, the call waiting for it, and the watch on its deadline.
     private struct Outcome {
@@ -694,7 +695,7 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         waiting?.resume(with: result)
     }
 
-    func didReceiveHead(task: HTTPClient.Task<Exchange>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         self.head = head
         announcedLength = head.headers.first(name: "content-length").flatMap { Int64($0) }
         if let announcedLength, announcedLength > limit {
@@ -703,7 +704,7 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<Exchange>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         guard body.readableBytes + buffer.readableBytes <= limit else {
             return task.eventLoop.makeFailedFuture(TooLarge(limit: limit, announcedLength: announcedLength))
         }
@@ -716,17 +717,19 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didReceiveError(task: HTTPClient.Task<Exchange>, _ error: any Error) {
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
         end(.failure(error))
     }
 
-    func didFinishRequest(task: HTTPClient.Task<Exchange>) throws -> Exchange {
+    /// The exchange goes to the caller through ``end(_:)`` alone: the task's own result is
+    /// `Void`, so that AsyncHTTPClient does not keep a second copy of the response in the
+    /// task's future.
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
         guard let head else {
             end(.failure(HTTPClientError.remoteConnectionClosed))
             throw HTTPClientError.remoteConnectionClosed
         }
         end(.success((head, body)))
-        return (head, body)
     }
 }
 
