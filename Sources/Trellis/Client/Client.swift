@@ -267,7 +267,10 @@ public final class Client: Sendable {
         // The retry stage read the body within the deadline: it is in memory already.
         let buffered = response.withBody(try await response.body.collect(upTo: maximumBodySize))
         let code = buffered.status.code
-        guard (request.acceptedStatuses ?? acceptedStatuses).contains(code) || extraStatuses.contains(code) else {
+        // The client's set is asked in place: `??` would copy it, writing to its reference
+        // count, which the calls on other cores share.
+        let accepted = request.acceptedStatuses.map { $0.contains(code) } ?? configuration.validation.acceptedStatuses.contains(code)
+        guard accepted || extraStatuses.contains(code) else {
             throw statusFailure(buffered, for: request)
         }
         if code == 206, request.headerFields[.range] == nil {

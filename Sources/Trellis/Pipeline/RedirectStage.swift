@@ -5,7 +5,6 @@ import HTTPTypes
 /// the pipeline again, so the stages below (credentials, the access token, the plain-HTTP
 /// rule, pins, logging) decide afresh for the hop's URL.
 struct RedirectStage: Middleware {
-    private static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
     /// Dropped on a hop to another origin when the caller set them by hand; the credential
     /// stages below add their own only for their origin.
     private static let credentialFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
@@ -22,7 +21,7 @@ struct RedirectStage: Middleware {
         while true {
             let response = try await next(current)
             let code = response.status.code
-            guard policy.maximum > 0, Self.redirectStatuses.contains(code), let location = response.headerFields[.location],
+            guard policy.maximum > 0, Self.isRedirect(code), let location = response.headerFields[.location],
                 let currentURL = current.url, let target = URL(string: location, relativeTo: currentURL)?.absoluteURL
             else { return response }
             await response.body.discard()
@@ -65,6 +64,14 @@ struct RedirectStage: Middleware {
             }
             current.observation?.redirectFollowed(from: current, to: redirected, status: response.status)
             current = redirected
+        }
+    }
+
+    /// A switch rather than a set: every response is asked.
+    private static func isRedirect(_ code: Int) -> Bool {
+        switch code {
+        case 301, 302, 303, 307, 308: true
+        default: false
         }
     }
 }
