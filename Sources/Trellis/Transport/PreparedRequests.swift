@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOHTTP1
 
@@ -19,24 +20,29 @@ import NIOHTTP1
 final class PreparedRequests: Sendable {
     static let capacity = 64
 
+    /// The method and the URL in the parts a request's head keeps them in, so that a call
+    /// whose request is kept does not join them into one string.
     private struct Key: Hashable {
         var method: String
-        var url: String
+        var scheme: String
+        var authority: String
+        var path: String
     }
 
     private let requests = NIOLockedValueBox<[Key: HTTPClient.Request]>([:])
 
-    /// A request for `method` and `url` with `headers`, and no body.
+    /// A request for the method and URL of `head` with `headers`, and no body.
     ///
     /// - Throws: `HTTPClientError.invalidURL` and the other errors of `HTTPClient.Request`'s
     ///   initializer, for a URL AsyncHTTPClient cannot send to; such a URL is not kept.
-    func request(method: String, url: String, headers: HTTPHeaders) throws -> HTTPClient.Request {
-        let key = Key(method: method, url: url)
+    func request(for head: HTTPRequest, headers: HTTPHeaders) throws -> HTTPClient.Request {
+        let key = Key(method: head.method.rawValue, scheme: head.scheme ?? "https", authority: head.authority ?? "", path: head.path ?? "/")
         var request: HTTPClient.Request
         if let known = requests.withLockedValue({ $0[key] }) {
             request = known
         } else {
-            request = try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: method))
+            let url = key.scheme + "://" + key.authority + key.path
+            request = try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: key.method))
             requests.withLockedValue { requests in
                 if requests.count >= Self.capacity {
                     requests.remove(at: requests.startIndex)
