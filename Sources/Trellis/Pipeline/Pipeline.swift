@@ -23,6 +23,9 @@ final class Pipeline: Sendable {
     /// a stage that can tell whether a request needs it at all is passed over without a call
     /// (every call crosses the pipeline, and each stage entered costs an async frame), and an
     /// inline one works without a frame of its own (see ``InlineStage``).
+    ///
+    /// `@unchecked` because the compiler checks `Sendable` for final classes only: every
+    /// stored property here and in the subclasses is a `let` of a `Sendable` type.
     private class Cell: @unchecked Sendable {
         let isOptional: Bool
         let isInline: Bool
