@@ -507,6 +507,33 @@ struct HostileServerTests {
         }
     }
 
+    /// An HTTP/2 answer without `:status`, or whose body is longer or shorter than its
+    /// `content-length`, fails its call at once (SwiftNIO's codec closes the stream with
+    /// PROTOCOL_ERROR), names the fault, and is not sent again, whatever the retry policy.
+    @Test(.timeLimit(.minutes(1))) func anHTTP2AnswerThatBreaksTheProtocolFailsAtOnceAndIsNotRetried() async throws {
+        try await HostileHTTP2Server.with { server in
+            let transport = http2Transport(trusting: server)
+            let client = Client(baseURL: server.url, transport: transport) {
+                $0.timeouts.request = .seconds(600)
+                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+            }
+            let paths = ["/no-status", "/longer-than-announced", "/shorter-than-announced"]
+            for path in paths {
+                let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
+                guard case .connectionFailed(let failure) = error else {
+                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                    continue
+                }
+                #expect(failure.reason.contains("PROTOCOL_ERROR") && failure.reason.contains(":status"), "\(path): \(failure.reason)")
+            }
+            #expect(server.requestedPaths == paths)
+            // The connection's other streams are unharmed.
+            let after = try await client.data(for: get(server.url, "/other"))
+            #expect(String(decoding: after.body, as: UTF8.self) == "ok")
+            try await transport.shutdown()
+        }
+    }
+
     /// The limits and timeouts hold over HTTP/2 as over HTTP/1: a body over the limit resets
     /// its stream, which ends the flood (it never ends otherwise, so a client that read on
     /// fails at the time limit), and a stalled body ends at the idle timeout or the deadline.

@@ -546,11 +546,15 @@ public final class AsyncHTTPClientTransport: Transport {
             return notHTTP("the status \(refused.status) is not one of 100 to 999", version: refused.version, host: host, underlying: error)
         }
         if let closed = error as? NIOHTTP2Errors.StreamClosed {
-            return TrellisError.connectionFailed(ConnectionFailure(
-                host: host,
-                reason: "the HTTP/2 stream was closed with \(Self.name(of: closed.errorCode)) before the response was complete",
-                underlying: error
-            ))
+            var reason = "the HTTP/2 stream was closed with \(Self.name(of: closed.errorCode)) before the response was complete"
+            // SwiftNIO closes a stream so itself when the answer breaks HTTP/2 (no `:status`, a
+            // body longer or shorter than its `content-length`); a server closes one so when
+            // it takes the request for broken. Sending it again would meet the same end.
+            let brokeHTTP2 = closed.errorCode == .protocolError
+            if brokeHTTP2 { reason += " (an answer without :status, or with a body its content-length does not match, ends so)" }
+            var failure = ConnectionFailure(host: host, reason: reason, underlying: error)
+            failure.isProtocolViolation = brokeHTTP2
+            return TrellisError.connectionFailed(failure)
         }
         if let broken = error as? BrokenHTTP2Connection {
             return notHTTP(

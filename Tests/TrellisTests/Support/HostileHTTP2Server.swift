@@ -14,13 +14,17 @@ import NIOSSL
 /// - `/flood`: 200 and a body that never ends, sent as fast as the stream's flow control
 ///   lets it, up to 4 GiB; how much was sent before the client reset the stream goes to
 ///   ``floodEnded``.
+/// - `/no-status`: a head without `:status`, then `ok`.
+/// - `/longer-than-announced`, `/shorter-than-announced`: 200 announcing 2 or 10 bytes, then 5.
 /// - `/stall-body`: 200 announcing 1,000 bytes, 10 of them, then nothing.
 /// - `/reset`: 200 announcing 100 bytes, 10 of them, then `RST_STREAM` with `INTERNAL_ERROR`.
 /// - `/header-bomb`: 200 with a header block of 16 MB once decoded, a few kilobytes on the
 ///   wire (one 4,000-byte field 4,000 times, indexed by HPACK after the first), then `ok`.
 /// - anything else: 200 with `ok`.
 ///
-/// Its certificate is for `localhost`, from ``certificates``' authority.
+/// It checks nothing it sends (SwiftNIO's header block and content-length validation are off),
+/// so that it can break HTTP/2 where a route says so. Its certificate is for `localhost`, from
+/// ``certificates``' authority.
 final class HostileHTTP2Server: RawTestServer {
     let certificates: TestCertificates
     private let channel: any Channel
@@ -49,11 +53,20 @@ final class HostileHTTP2Server: RawTestServer {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
                 }.flatMap {
-                    channel.configureHTTP2Pipeline(mode: .server, inboundStreamInitializer: { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(StreamHandler(paths: paths, floodSink: floodSink))
+                    // The server checks nothing it sends, so that it can send what HTTP/2 forbids.
+                    var connection = NIOHTTP2Handler.ConnectionConfiguration()
+                    connection.headerBlockValidation = .disabled
+                    connection.contentLengthValidation = .disabled
+                    return channel.configureHTTP2Pipeline(
+                        mode: .server,
+                        connectionConfiguration: connection,
+                        streamConfiguration: NIOHTTP2Handler.StreamConfiguration(),
+                        inboundStreamInitializer: { stream in
+                            stream.eventLoop.makeCompletedFuture {
+                                try stream.pipeline.syncOperations.addHandler(StreamHandler(paths: paths, floodSink: floodSink))
+                            }
                         }
-                    }).map { _ in }
+                    ).map { _ in }
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -103,6 +116,13 @@ final class HostileHTTP2Server: RawTestServer {
                 context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": "100"]))), promise: nil)
                 context.write(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "0123456789"))))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.rstStream(.internalError)), promise: nil)
+            case "/no-status":
+                context.write(Self.wrapOutboundOut(.headers(.init(headers: HPACKHeaders([("content-length", "2")])))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "ok")), endStream: true))), promise: nil)
+            case "/longer-than-announced", "/shorter-than-announced":
+                let announced = path == "/longer-than-announced" ? "2" : "10"
+                context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": announced]))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "okay!")), endStream: true))), promise: nil)
             case "/stall-body":
                 context.write(Self.wrapOutboundOut(.headers(.init(headers: [":status": "200", "content-length": "1000"]))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(string: "0123456789"))))), promise: nil)
