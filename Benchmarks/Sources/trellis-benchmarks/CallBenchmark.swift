@@ -285,14 +285,6 @@ enum CallBenchmark {
         )
     }
 
-    /// One round of both sides, cut into slices that take turns (raw, Trellis, Trellis, raw,
-    /// …), each side's figures summed over its slices.
-    ///
-    /// The load of a shared machine changes from one second to the next. A round of one side
-    /// and then one of the other (a second or two each) put such a change on one side only,
-    /// and a single run's ratio moved by several percent. Slices of a tenth of a round, in
-    /// mirrored order, spread it over both sides alike. `TRELLIS_BENCH_SLICES=1` runs each side
-    /// whole instead.
     /// `TRELLIS_BENCH_SLICE_LOG=1` prints when each slice of a round began and ended, on the
     /// monotonic clock, to standard error.
     private static let logsSlices = ProcessInfo.processInfo.environment["TRELLIS_BENCH_SLICE_LOG"] != nil
@@ -303,6 +295,14 @@ enum CallBenchmark {
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
+    /// One round of both sides, cut into slices that take turns (raw, Trellis, Trellis, raw,
+    /// …), each side's figures summed over its slices.
+    ///
+    /// The load of a shared machine changes from one second to the next. A round of one side
+    /// and then one of the other (a second or two each) put such a change on one side only,
+    /// and a single run's ratio moved by several percent. Slices of a tenth of a round, in
+    /// mirrored order, spread it over both sides alike. `TRELLIS_BENCH_SLICES=1` runs each side
+    /// whole instead.
     private static func interleavedRound(_ scenario: Scenario, rawFirst: Bool) async throws -> (raw: Run, trellis: Run) {
         let perWorker = scenario.requests / scenario.concurrency
         let wanted = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_SLICES"] ?? "") ?? 10
