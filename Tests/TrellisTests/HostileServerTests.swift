@@ -490,19 +490,9 @@ struct HostileServerTests {
         try await HostileHTTP2Server.with { server in
             let transport = http2Transport(trusting: server)
             let client = Client(baseURL: server.url, transport: transport)
-            for path in ["/status-000", "/status-negative"] {
-                let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
-                guard case .connectionFailed(let failure) = error else {
-                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
-                    continue
-                }
-                #expect(failure.reason.contains("not a valid HTTP/2 response"), "\(path): \(failure.reason)")
+            try await expectRefusedOnceOverHTTP2(["/status-000", "/status-negative"], by: client, from: server) { reason in
+                reason.contains("not a valid HTTP/2 response")
             }
-            // Each sent once: the answer breaks HTTP, so the retry stage does not send it again.
-            #expect(server.requestedPaths == ["/status-000", "/status-negative"])
-            // The connection's other streams are unharmed.
-            let after = try await client.data(for: get(server.url, "/other"))
-            #expect(String(decoding: after.body, as: UTF8.self) == "ok")
             try await transport.shutdown()
         }
     }
@@ -518,18 +508,9 @@ struct HostileServerTests {
                 $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
             }
             let paths = ["/no-status", "/longer-than-announced", "/shorter-than-announced"]
-            for path in paths {
-                let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
-                guard case .connectionFailed(let failure) = error else {
-                    Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
-                    continue
-                }
-                #expect(failure.reason.contains("PROTOCOL_ERROR") && failure.reason.contains(":status"), "\(path): \(failure.reason)")
+            try await expectRefusedOnceOverHTTP2(paths, by: client, from: server) { reason in
+                reason.contains("PROTOCOL_ERROR") && reason.contains(":status")
             }
-            #expect(server.requestedPaths == paths)
-            // The connection's other streams are unharmed.
-            let after = try await client.data(for: get(server.url, "/other"))
-            #expect(String(decoding: after.body, as: UTF8.self) == "ok")
             try await transport.shutdown()
         }
     }
@@ -607,6 +588,28 @@ struct HostileServerTests {
             let sent = server.heads.filter { $0.hasPrefix("GET \(path) ") }.count
             #expect(sent == 1, "\(path) was sent \(sent) times (\(failure.reason))")
         }
+    }
+
+    /// Each of `paths` fails with a `connectionFailed` whose reason `names` accepts, each is sent
+    /// once (the answer breaks HTTP, so the retry stage does not send it again), and the
+    /// connection's other streams are unharmed.
+    private func expectRefusedOnceOverHTTP2(
+        _ paths: [String],
+        by client: Client,
+        from server: HostileHTTP2Server,
+        naming names: (String) -> Bool
+    ) async throws {
+        for path in paths {
+            let error = await #expect(throws: TrellisError.self, "\(path)") { try await client.data(for: get(server.url, path)) }
+            guard case .connectionFailed(let failure) = error else {
+                Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
+                continue
+            }
+            #expect(names(failure.reason), "\(path): \(failure.reason)")
+        }
+        #expect(server.requestedPaths == paths)
+        let after = try await client.data(for: get(server.url, "/other"))
+        #expect(String(decoding: after.body, as: UTF8.self) == "ok")
     }
 
     /// Informational heads (`100 Continue`) without end: the call ends, at the latest at its
