@@ -100,9 +100,11 @@ enum ResponseStatusGuard {
         }
 
         private static func isAcceptable(_ status: String) -> Bool {
-            let digits = Array(status.utf8)
+            // Read in place: every HTTP/2 response passes here, and a copy into an array would
+            // allocate for each.
+            let digits = status.utf8
             guard digits.count == 3, digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return false }
-            return digits[0] != UInt8(ascii: "0")
+            return digits.first != UInt8(ascii: "0")
         }
     }
 }
