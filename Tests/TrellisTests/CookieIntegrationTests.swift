@@ -16,6 +16,9 @@ private enum CookieRoutes {
         router.get("jar/secure") { _, _ in setting(["token=s3cret; Path=/; Secure", "plain=1; Path=/"]) }
         router.get("jar/foreign") { _, _ in setting(["evil=1; Domain=example.com; Path=/", "tld=1; Domain=com; Path=/"]) }
         router.get("jar/wide") { _, _ in setting(["wide=1; Domain=localhost; Path=/"]) }
+        router.get("jar/suffix") { _, _ in
+            setting(["suffix=1; Domain=co.uk; Path=/", "dotted=1; Domain=.co.uk; Path=/", "site=1; Domain=example.co.uk; Path=/"])
+        }
         router.get("jar/flood") { _, _ in
             let big = String(repeating: "x", count: 5000)
             return setting((0..<200).map { "flood\($0)=\($0); Path=/" } + ["huge=\(big); Path=/"])
@@ -104,6 +107,29 @@ struct CookieIntegrationTests {
             let sent8 = try await get(client, byName, "jar/echo")
 
             #expect(sent8 == "wide=1")
+        }
+    }
+
+    /// A site under a public suffix (`shop.example.co.uk`) may widen a cookie to its own
+    /// domain, never to the suffix, where every other site under it would receive the cookie.
+    /// The host names reach the test server through AsyncHTTPClient's DNS override; the check is
+    /// the cookie stage's, the same over every transport.
+    @Test func aCookieForAPublicSuffixIsRefusedFromAHostUnderIt() async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let port = try #require(url.port)
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            for host in ["shop.example.co.uk", "www.example.co.uk", "neighbour.co.uk"] { configuration.dnsOverride[host] = "127.0.0.1" }
+            let transport = AsyncHTTPClientTransport(configuration: configuration)
+            let client = Client(baseURL: url, transport: transport)
+            func site(_ host: String) throws -> URL { try #require(URL(string: "http://\(host):\(port)")) }
+            _ = try await get(client, try site("shop.example.co.uk"), "jar/suffix")
+
+            #expect(client.configuration.cookies?.cookies.map(\.name) == ["site"])
+            let sentToNeighbour = try await get(client, try site("neighbour.co.uk"), "jar/echo")
+            #expect(sentToNeighbour == "")
+            let sentToSibling = try await get(client, try site("www.example.co.uk"), "jar/echo")
+            #expect(sentToSibling == "site=1")
+            try await transport.shutdown()
         }
     }
 
@@ -290,5 +316,26 @@ struct SetCookieParsingTests {
         let jar = try jar(storing: ["a=1; Domain=127.0.0.1", "b=1; Domain=0.0.1"], from: "http://127.0.0.1/")
         #expect(jar.cookies.map(\.name) == ["a"])
         #expect(jar.cookies.first?.isHostOnly == true)
+    }
+
+    @Test func theCompiledPublicSuffixListKnowsEachKindOfRule() {
+        let list = PublicSuffixes.list
+        // Plain rules, from both the ICANN and the private part of the list.
+        #expect(list.contains("co.uk") && list.contains("com") && list.contains("github.io"))
+        #expect(!list.contains("example.co.uk") && !list.contains("example.com") && !list.contains("me.github.io"))
+        // `*.ck` makes every child of `ck` a suffix, except `www.ck` (`!www.ck`).
+        #expect(list.contains("anything.ck") && !list.contains("www.ck") && !list.contains("shop.anything.ck"))
+        // A rule in Unicode (`公司.cn`) is kept in the form a request's host has.
+        #expect(list.contains("xn--55qx5d.cn"))
+        // Every single-label name is a suffix (the list's implicit `*`).
+        #expect(list.contains("localdomain"))
+    }
+
+    @Test func aPublicSuffixThatIsTheHostItselfKeepsTheCookieToThatHost() throws {
+        let atSuffix = try jar(storing: ["own=1; Domain=github.io; Path=/"], from: "https://github.io/")
+        #expect(atSuffix.cookies.map(\.isHostOnly) == [true])
+        let fromUnder = try jar(storing: ["up=1; Domain=github.io; Path=/", "mine=1; Domain=me.github.io"], from: "https://me.github.io/")
+        #expect(fromUnder.cookies.map(\.name) == ["mine"])
+        #expect(fromUnder.cookies(for: try #require(URL(string: "https://you.github.io/"))).isEmpty)
     }
 }

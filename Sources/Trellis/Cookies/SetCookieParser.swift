@@ -5,7 +5,7 @@ import Foundation
 ///
 /// A field value is input from the network: it is read strictly and bounded, and a cookie the
 /// server may not set (another domain, a `Secure` cookie over plain HTTP, a parent domain
-/// that is a bare top-level name) is refused rather than kept.
+/// that is a public suffix) is refused rather than kept.
 enum SetCookieParser {
     /// The most bytes of name and value one cookie may have (RFC 6265 section 6.1 asks for
     /// at least 4096).
@@ -47,7 +47,7 @@ enum SetCookieParser {
         return cookies
     }
 
-    static func parse(_ field: String, from origin: Origin, now: Date) -> Outcome {
+    static func parse(_ field: String, from origin: Origin, now: Date, publicSuffixes: PublicSuffixes = .list) -> Outcome {
         guard field.utf8.count <= maximumCookieSize * 2 else { return .refused("the field is longer than \(maximumCookieSize * 2) bytes") }
         var parts = field.split(separator: ";", omittingEmptySubsequences: false).makeIterator()
         guard let pair = parts.next(), let equals = pair.firstIndex(of: "=") else {
@@ -110,12 +110,16 @@ enum SetCookieParser {
                 guard CookieDomain.domainMatches(host: origin.host, domain: domain) else {
                     return .refused("its Domain \(domain) is not \(origin.host) or a parent of it")
                 }
-                // Without a public suffix list, a bare top-level name is the suffix refused.
-                guard domain.contains(".") else { return .refused("its Domain \(domain) is a top-level name") }
+                guard !publicSuffixes.contains(domain) else {
+                    return .refused("its Domain \(domain) is a public suffix, under which anyone may register a name")
+                }
+                cookie.domain = domain
+                cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host)
+            } else {
+                // A host that is itself a public suffix (a site at `github.io`) keeps its
+                // cookie to itself: the RFC's step 5 drops the attribute then.
+                cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host) || publicSuffixes.contains(domain)
             }
-            cookie.domain = domain
-            // A cookie for an IP address goes to that address alone, Domain or not.
-            cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host)
         }
         if cookie.isSecure && !origin.secure {
             return .refused("it is Secure but came over plain HTTP")
