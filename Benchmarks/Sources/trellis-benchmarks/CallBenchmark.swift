@@ -117,9 +117,22 @@ enum CallBenchmark {
         let decoder = JSONDecoder()
         let encoder = JSONEncoder()
         let base = url.absoluteString
+        // `TRELLIS_BENCH_RAW_API=delegate`: the raw GETs go through AsyncHTTPClient's delegate
+        // API (its `ResponseAccumulator`), the API Trellis's buffered GETs use, instead of the
+        // async API; the two APIs' costs, told apart from the library's.
+        let rawThroughDelegate = ProcessInfo.processInfo.environment["TRELLIS_BENCH_RAW_API"] == "delegate"
         // The raw calls send what the service sends: Trellis asks for a compressed answer by
         // default, and the server reads that field whoever sends it.
         @Sendable func get<Value: Decodable & SendableMetatype>(_ path: String, as type: Value.Type) async throws {
+            if rawThroughDelegate {
+                var request = try HTTPClient.Request(url: base + path)
+                request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+                let task = http.execute(request: request, delegate: ResponseAccumulator(request: request), deadline: .now() + .seconds(60))
+                let response = try await task.futureResult.get()
+                guard response.status == .ok, let body = response.body else { throw BenchmarkFailure(description: "status \(response.status)") }
+                _ = try decoder.decode(Value.self, from: body)
+                return
+            }
             var request = HTTPClientRequest(url: base + path)
             request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
             let response = try await http.execute(request, timeout: .seconds(60))
