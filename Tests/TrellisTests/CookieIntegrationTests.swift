@@ -331,6 +331,22 @@ struct SetCookieParsingTests {
         #expect(list.contains("localdomain"))
     }
 
+    /// A lookup is a binary search: a rule out of order would be missed.
+    @Test func theCompiledRulesAreSortedAndEachIsFound() {
+        let rules = PublicSuffixes.rules.split(separator: "\n")
+        #expect(rules.count > 9_000)
+        #expect(zip(rules, rules.dropFirst()).allSatisfy { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
+        let missed = rules.filter { rule in
+            if rule.hasPrefix("!") { return PublicSuffixes.list.contains(String(rule.dropFirst())) }
+            if rule.hasPrefix("*.") { return !PublicSuffixes.list.contains("child." + rule.dropFirst(2)) }
+            return !PublicSuffixes.list.contains(String(rule))
+        }
+        #expect(missed.isEmpty)
+        let small = PublicSuffixes(sortedRules: "!www.ck\n*.ck\nco.uk\nuk")
+        #expect(small.contains("uk") && small.contains("co.uk") && small.contains("any.ck"))
+        #expect(!small.contains("www.ck") && !small.contains("example.co.uk") && !small.contains("a.any.ck"))
+    }
+
     @Test func aPublicSuffixThatIsTheHostItselfKeepsTheCookieToThatHost() throws {
         let atSuffix = try jar(storing: ["own=1; Domain=github.io; Path=/"], from: "https://github.io/")
         #expect(atSuffix.cookies.map(\.isHostOnly) == [true])

@@ -3,49 +3,54 @@
 /// attribute, or `a.co.uk` could set one that `b.co.uk` receives (RFC 6265 section 5.3,
 /// step 5).
 ///
-/// The rules are compiled in (see `Scripts/generate-public-suffixes`) and read into sets the
-/// first time a cookie names a domain, so that a client that never meets one pays nothing.
+/// The rules are compiled in, sorted (see `Scripts/generate-public-suffixes`), and a lookup is
+/// a binary search of their text. The first cookie that names a domain finds where the lines
+/// start, 0.7 ms in a release build; reading the rules into sets had taken 7 ms.
 struct PublicSuffixes: Sendable, CustomStringConvertible {
     /// The list as compiled in.
-    static let list = PublicSuffixes(rules: Self.rules)
+    static let list = PublicSuffixes(sortedRules: Self.rules)
 
-    /// Names that are suffixes themselves (`co.uk`).
-    private let exact: Set<Substring>
-    /// Names every child of which is a suffix (`ck` for `*.ck`).
-    private let childrenOf: Set<Substring>
-    /// Children of those that are not suffixes after all (`www.ck` for `!www.ck`).
-    private let exceptions: Set<Substring>
+    private let bytes: [UInt8]
+    /// Where each rule starts in `bytes`, then one past the end of the text and its missing
+    /// final newline, so that rule `i` ends one byte before `starts[i + 1]`.
+    private let starts: [Int]
 
-    /// The rules of a list, one per line, in ASCII; anything else on a line is ignored.
-    init(rules: String) {
-        var exact = Set<Substring>()
-        var childrenOf = Set<Substring>()
-        var exceptions = Set<Substring>()
-        for line in rules.split(separator: "\n") {
-            guard let rule = line.split(separator: " ", maxSplits: 1).first, !rule.hasPrefix("//") else { continue }
-            if rule.hasPrefix("!") {
-                exceptions.insert(rule.dropFirst())
-            } else if rule.hasPrefix("*.") {
-                childrenOf.insert(rule.dropFirst(2))
-            } else {
-                exact.insert(rule)
-            }
+    /// Rules in ASCII, one per line, sorted by their bytes: `co.uk`, `*.ck` (every child of
+    /// `ck`), `!www.ck` (a child that is not a suffix after all).
+    init(sortedRules: String) {
+        let bytes = Array(sortedRules.utf8)
+        var starts = [0]
+        starts.reserveCapacity(bytes.count / 8)
+        for (offset, byte) in bytes.enumerated() where byte == UInt8(ascii: "\n") {
+            starts.append(offset + 1)
         }
-        self.exact = exact
-        self.childrenOf = childrenOf
-        self.exceptions = exceptions
+        starts.append(bytes.count + 1)
+        self.bytes = bytes
+        self.starts = starts
     }
 
     /// The list's size rather than its thousands of rules, for test failures and debuggers.
-    var description: String { "PublicSuffixes(\(exact.count + childrenOf.count + exceptions.count) rules)" }
+    var description: String { "PublicSuffixes(\(starts.count - 1) rules)" }
 
     /// Whether `domain` (lowercased, in ASCII, without a trailing dot) is a public suffix.
     /// Every single-label name is one (the list's implicit `*` rule).
     func contains(_ domain: String) -> Bool {
-        let name = Substring(domain)
-        if exceptions.contains(name) { return false }
-        if exact.contains(name) { return true }
-        guard let dot = name.firstIndex(of: ".") else { return true }
-        return childrenOf.contains(name[name.index(after: dot)...])
+        if has(rule: "!" + domain) { return false }
+        if has(rule: domain) { return true }
+        guard let dot = domain.firstIndex(of: ".") else { return true }
+        return has(rule: "*" + domain[dot...])
+    }
+
+    private func has(rule: String) -> Bool {
+        let key = Array(rule.utf8)
+        var low = 0
+        var high = starts.count - 1
+        while low < high {
+            let middle = (low + high) / 2
+            let candidate = bytes[starts[middle]..<(starts[middle + 1] - 1)]
+            if candidate.elementsEqual(key) { return true }
+            if candidate.lexicographicallyPrecedes(key) { low = middle + 1 } else { high = middle }
+        }
+        return false
     }
 }
