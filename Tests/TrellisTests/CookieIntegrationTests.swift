@@ -347,6 +347,22 @@ struct SetCookieParsingTests {
         #expect(!small.contains("www.ck") && !small.contains("example.co.uk") && !small.contains("a.any.ck"))
     }
 
+    @Test func aJarFileLoadsWithoutCookiesForAPublicSuffix() throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-jar-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appending(path: "cookies.json")
+        let later = Date().addingTimeInterval(3_600)
+        let kept = [
+            Cookie(name: "wide", value: "1", domain: "co.uk", isHostOnly: false, expiresAt: later),
+            Cookie(name: "site", value: "1", domain: "example.co.uk", isHostOnly: false, expiresAt: later),
+            Cookie(name: "own", value: "1", domain: "github.io", isHostOnly: true, expiresAt: later),
+        ]
+        try JSONEncoder().encode(kept).write(to: file)
+        let jar = try CookieJar(persistingTo: file)
+        #expect(jar.cookies.map(\.name).sorted() == ["own", "site"])
+    }
+
     @Test func aPublicSuffixThatIsTheHostItselfKeepsTheCookieToThatHost() throws {
         let atSuffix = try jar(storing: ["own=1; Domain=github.io; Path=/"], from: "https://github.io/")
         #expect(atSuffix.cookies.map(\.isHostOnly) == [true])

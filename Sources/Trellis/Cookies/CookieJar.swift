@@ -41,6 +41,9 @@ public final class CookieJar: Sendable {
     /// then renamed over the old one, so that a crash leaves the old jar or the new one, never
     /// part of one. Session cookies (without `Expires` or `Max-Age`) are not written.
     ///
+    /// A cookie in the file for a public suffix (`co.uk`), which a version of Trellis before
+    /// that check may have kept, is dropped as the jar loads.
+    ///
     /// - Throws: ``TrellisError/fileFailed(_:)`` when the file exists but cannot be read or is
     ///   not a jar.
     public init(persistingTo fileURL: URL) throws {
@@ -49,7 +52,9 @@ public final class CookieJar: Sendable {
         let loaded = try file.load()
         let now = Date()
         state.withLockedValue { state in
-            state.cookies = loaded.filter { !$0.isExpired(at: now) }
+            state.cookies = loaded.filter { cookie in
+                !cookie.isExpired(at: now) && (cookie.isHostOnly || !PublicSuffixes.list.contains(cookie.domain))
+            }
             count.store(state.cookies.count, ordering: .releasing)
         }
     }
