@@ -102,11 +102,13 @@ struct CookieIntegrationTests {
             _ = try await get(client, url, "jar/foreign")
             #expect(client.configuration.cookies?.cookies.contains { $0.name == "evil" || $0.name == "tld" } == false)
 
-            // A Domain equal to the host is kept for it (and its subdomains).
+            // A Domain equal to the host is kept for it (a single-label host such as localhost
+            // counts as a public suffix, so for it alone).
             _ = try await get(client, byName, "jar/wide")
             let sent8 = try await get(client, byName, "jar/echo")
 
             #expect(sent8 == "wide=1")
+            #expect(client.configuration.cookies?.cookies.first { $0.name == "wide" }?.isHostOnly == true)
         }
     }
 
@@ -353,12 +355,12 @@ struct SetCookieParsingTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appending(path: "cookies.json")
         let later = Date().addingTimeInterval(3_600)
-        let kept = [
+        let written = [
             Cookie(name: "wide", value: "1", domain: "co.uk", isHostOnly: false, expiresAt: later),
             Cookie(name: "site", value: "1", domain: "example.co.uk", isHostOnly: false, expiresAt: later),
             Cookie(name: "own", value: "1", domain: "github.io", isHostOnly: true, expiresAt: later),
         ]
-        try JSONEncoder().encode(kept).write(to: file)
+        try JSONEncoder().encode(written).write(to: file)
         let jar = try CookieJar(persistingTo: file)
         #expect(jar.cookies.map(\.name).sorted() == ["own", "site"])
     }

@@ -47,7 +47,7 @@ enum SetCookieParser {
         return cookies
     }
 
-    static func parse(_ field: String, from origin: Origin, now: Date, publicSuffixes: PublicSuffixes = .list) -> Outcome {
+    static func parse(_ field: String, from origin: Origin, now: Date) -> Outcome {
         guard field.utf8.count <= maximumCookieSize * 2 else { return .refused("the field is longer than \(maximumCookieSize * 2) bytes") }
         var parts = field.split(separator: ";", omittingEmptySubsequences: false).makeIterator()
         guard let pair = parts.next(), let equals = pair.firstIndex(of: "=") else {
@@ -110,15 +110,17 @@ enum SetCookieParser {
                 guard CookieDomain.domainMatches(host: origin.host, domain: domain) else {
                     return .refused("its Domain \(domain) is not \(origin.host) or a parent of it")
                 }
-                guard !publicSuffixes.contains(domain) else {
+                guard !PublicSuffixes.list.contains(domain) else {
                     return .refused("its Domain \(domain) is a public suffix, under which anyone may register a name")
                 }
                 cookie.domain = domain
-                cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host)
+                cookie.isHostOnly = false
             } else {
-                // A host that is itself a public suffix (a site at `github.io`) keeps its
-                // cookie to itself: the RFC's step 5 drops the attribute then.
-                cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host) || publicSuffixes.contains(domain)
+                // Naming the host itself widens the cookie to the host's subdomains, but not for
+                // an IP address, nor for a host that is itself a public suffix (a site at
+                // `github.io`, or a single-label name such as `localhost`): the RFC's step 5
+                // drops the attribute then.
+                cookie.isHostOnly = CanonicalHost.isIPAddress(origin.host) || PublicSuffixes.list.contains(domain)
             }
         }
         if cookie.isSecure && !origin.secure {
