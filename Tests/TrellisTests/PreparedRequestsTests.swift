@@ -38,7 +38,7 @@ struct PreparedRequestsTests {
     func theCacheStaysWithinItsCapacity() throws {
         let requests = PreparedRequests()
         for index in 0..<(PreparedRequests.capacity * 3) {
-            _ = try requests.request(for: head("http://127.0.0.1:1/items/\(index)"), headers: [:])
+            _ = try requests.request(for: get("http://127.0.0.1:1/items/\(index)"), headers: [:])
         }
         #expect(requests.count == PreparedRequests.capacity)
     }
@@ -47,7 +47,7 @@ struct PreparedRequestsTests {
     func aURLAsyncHTTPClientRefusesFailsAndIsNotKept() throws {
         let requests = PreparedRequests()
         #expect(throws: HTTPClientError.self) {
-            try requests.request(for: HTTPRequest(method: .get, scheme: "ftp", authority: "127.0.0.1", path: "/file"), headers: [:])
+            try requests.request(for: Trellis.Request(head: HTTPRequest(method: .get, scheme: "ftp", authority: "127.0.0.1", path: "/file")), headers: [:])
         }
         #expect(requests.count == 0)
     }
@@ -55,14 +55,14 @@ struct PreparedRequestsTests {
     @Test
     func aKeptRequestCarriesOnlyTheHeaderFieldsOfItsCall() throws {
         let requests = PreparedRequests()
-        let kept = try requests.request(for: head("http://127.0.0.1:1/a"), headers: ["X-Probe": "1"])
-        let again = try requests.request(for: head("http://127.0.0.1:1/a"), headers: ["X-Other": "2"])
+        let kept = try requests.request(for: get("http://127.0.0.1:1/a"), headers: ["X-Probe": "1"])
+        let again = try requests.request(for: get("http://127.0.0.1:1/a"), headers: ["X-Other": "2"])
         #expect(kept.headers["X-Probe"] == ["1"])
         #expect(again.headers["X-Probe"].isEmpty && again.headers["X-Other"] == ["2"])
         #expect(requests.count == 1)
     }
 
-    private func head(_ url: String) throws -> HTTPRequest {
-        try Trellis.Request(method: .get, url: #require(URL(string: url))).head
+    private func get(_ url: String) throws -> Trellis.Request {
+        try Trellis.Request(method: .get, url: #require(URL(string: url)))
     }
 }

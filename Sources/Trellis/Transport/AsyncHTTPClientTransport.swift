@@ -393,7 +393,7 @@ public final class AsyncHTTPClientTransport: Transport {
         request.forEachWireField { name, value in headers.add(name: name, value: value) }
         var outgoing: HTTPClient.Request
         do {
-            outgoing = try preparedRequests.request(for: request.head, headers: headers)
+            outgoing = try preparedRequests.request(for: request, headers: headers)
             if let bytes = request.body?.bytes { outgoing.body = .byteBuffer(bytes) }
         } catch {
             throw Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)

@@ -1,5 +1,4 @@
 import AsyncHTTPClient
-import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOHTTP1
 
@@ -31,18 +30,18 @@ final class PreparedRequests: Sendable {
 
     private let requests = NIOLockedValueBox<[Key: HTTPClient.Request]>([:])
 
-    /// A request for the method and URL of `head` with `headers`, and no body.
+    /// A request for the method and URL of `request` with `headers`, and no body.
     ///
     /// - Throws: `HTTPClientError.invalidURL` and the other errors of `HTTPClient.Request`'s
     ///   initializer, for a URL AsyncHTTPClient cannot send to; such a URL is not kept.
-    func request(for head: HTTPRequest, headers: HTTPHeaders) throws -> HTTPClient.Request {
+    func request(for call: Request, headers: HTTPHeaders) throws -> HTTPClient.Request {
+        let head = call.head
         let key = Key(method: head.method.rawValue, scheme: head.scheme ?? "https", authority: head.authority ?? "", path: head.path ?? "/")
         var request: HTTPClient.Request
         if let known = requests.withLockedValue({ $0[key] }) {
             request = known
         } else {
-            let url = key.scheme + "://" + key.authority + key.path
-            request = try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: key.method))
+            request = try HTTPClient.Request(url: call.urlString, method: HTTPMethod(rawValue: key.method))
             requests.withLockedValue { requests in
                 if requests.count >= Self.capacity {
                     requests.remove(at: requests.startIndex)
