@@ -26,10 +26,7 @@ public struct BasicAuthentication: Middleware {
     ) async throws -> Response<ResponseBody> {
         guard Request.isScoped(request, to: origin) else { return try await next(request) }
         var request = request
-        request.headerFields[.authorization] = nil
-        var field = HTTPField(name: .authorization, value: value)
-        field.indexingStrategy = .disallow
-        request.headerFields.append(field)
+        request.setCredentialField(.authorization, value)
         return try await next(request)
     }
 }
@@ -82,12 +79,7 @@ public struct APIKey: Middleware {
         var request = request
         switch placement {
         case .header:
-            if let fieldName {
-                request.headerFields[fieldName] = nil
-                var field = HTTPField(name: fieldName, value: key)
-                field.indexingStrategy = .disallow
-                request.headerFields.append(field)
-            }
+            if let fieldName { request.setCredentialField(fieldName, key) }
         case .query(let name):
             request.sensitiveQueryNames.insert(name)
             let item = PercentEncoding.queryComponent(name) + "=" + PercentEncoding.queryComponent(key)
@@ -104,5 +96,14 @@ extension Request {
     static func isScoped(_ request: Request, to origin: String?) -> Bool {
         guard let scope = origin ?? request.callOrigin else { return true }
         return request.origin == scope
+    }
+
+    /// Sets `name` to `value` in place of any value it had, marked sensitive: HPACK never
+    /// indexes it, and logs and errors redact it whatever its name (see `RequestLog`).
+    mutating func setCredentialField(_ name: HTTPField.Name, _ value: String) {
+        headerFields[name] = nil
+        var field = HTTPField(name: name, value: value)
+        field.indexingStrategy = .disallow
+        headerFields.append(field)
     }
 }
