@@ -31,10 +31,15 @@ struct CacheControl {
         }
     }
 
-    /// A delta-seconds value; one too large for an `Int` is the largest (RFC 9111 section 1.2.2).
-    private static func seconds(_ text: String) -> Int? {
+    /// The largest delta-seconds value a cache keeps: a larger one means this many (RFC 9111
+    /// section 1.2.2), so that no number from the network overflows the arithmetic on ages.
+    static let largestDeltaSeconds = 2_147_483_648
+
+    /// A delta-seconds value (digits only), saturated at ``largestDeltaSeconds``; `nil` for
+    /// anything else (`7200.0`, `-1`, `1e9`).
+    static func seconds(_ text: some StringProtocol) -> Int? {
         guard !text.isEmpty, text.allSatisfy(\.isASCIIDigit) else { return nil }
-        return Int(text) ?? Int(Int32.max)
+        return min(Int(text) ?? largestDeltaSeconds, largestDeltaSeconds)
     }
 }
 

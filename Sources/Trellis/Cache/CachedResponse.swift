@@ -15,6 +15,14 @@ struct CachedResponse: Codable, Sendable {
     var bodyLength: Int
     var bodyDigest: String
 
+    /// The bytes of what is stored beside the body: the URL, the fields and the request
+    /// values the response varies on.
+    var headSize: Int {
+        url.utf8.count + reasonPhrase.utf8.count
+            + fields.reduce(0) { total, pair in pair.reduce(total) { $0 + $1.utf8.count } }
+            + varyValues.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+    }
+
     var head: HTTPResponse {
         var head = HTTPResponse(status: .init(code: status, reasonPhrase: reasonPhrase))
         for pair in fields where pair.count == 2 {
@@ -76,11 +84,19 @@ struct CachedResponse: Codable, Sendable {
     /// The response's age now (RFC 9111 section 4.2.3).
     func currentAge(at now: Date, head: HTTPResponse? = nil) -> TimeInterval {
         let head = head ?? self.head
-        let ageValue = head.headerFields[.age].flatMap { TimeInterval($0) } ?? 0
+        let ageValue = TimeInterval(Self.age(of: head) ?? 0)
         let dateValue = head.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
         let apparentAge = max(0, responseTime.timeIntervalSince(dateValue))
         let correctedAge = ageValue + responseTime.timeIntervalSince(requestTime)
         return max(apparentAge, correctedAge) + now.timeIntervalSince(responseTime)
+    }
+
+    /// The `Age` a response carries: the first member of a list, and none when that is not
+    /// delta-seconds (RFC 9111 section 5.1).
+    static func age(of head: HTTPResponse) -> Int? {
+        guard let value = head.headerFields[values: .age].first else { return nil }
+        let first = value.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return CacheControl.seconds(first.trimmingCharacters(in: .whitespaces))
     }
 
     func isFresh(at now: Date) -> Bool {

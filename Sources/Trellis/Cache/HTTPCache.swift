@@ -22,7 +22,8 @@ public final class HTTPCache: Sendable {
     public let maximumEntrySize: Int
     private let store: any CacheStore
 
-    /// A cache in memory of at most `memoryCapacity` bytes of bodies.
+    /// A cache in memory of at most `memoryCapacity` bytes: each entry counts its body, its
+    /// head and its URL.
     public init(memoryCapacity: Int = 16 << 20, maximumEntrySize: Int = 4 << 20) {
         self.store = MemoryCacheStore(capacity: memoryCapacity)
         self.maximumEntrySize = maximumEntrySize
@@ -88,6 +89,17 @@ final class MemoryCacheStore: CacheStore {
         var response: CachedResponse
         var body: ByteBuffer
         var lastUse: UInt64
+        /// What the entry holds in bytes, its head and key as well as its body: a server can
+        /// send 48 KB of headers with a 1-byte body, and a capacity that counted bodies alone
+        /// would keep any number of those.
+        let size: Int
+
+        init(response: CachedResponse, body: ByteBuffer, lastUse: UInt64, key: String) {
+            self.response = response
+            self.body = body
+            self.lastUse = lastUse
+            self.size = key.utf8.count + body.readableBytes + response.headSize
+        }
     }
 
     private struct State {
@@ -115,21 +127,22 @@ final class MemoryCacheStore: CacheStore {
 
     func write(_ key: String, _ entry: CachedResponse, body: ByteBuffer) async {
         state.withLockedValue { state in
-            if let old = state.entries.removeValue(forKey: key) { state.size -= old.body.readableBytes }
-            guard body.readableBytes <= capacity else { return }
+            if let old = state.entries.removeValue(forKey: key) { state.size -= old.size }
+            let stored = Entry(response: entry, body: body, lastUse: state.clock + 1, key: key)
+            guard stored.size <= capacity else { return }
             state.clock += 1
-            state.entries[key] = Entry(response: entry, body: body, lastUse: state.clock)
-            state.size += body.readableBytes
+            state.entries[key] = stored
+            state.size += stored.size
             while state.size > capacity, let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
                 state.entries.removeValue(forKey: oldest.key)
-                state.size -= oldest.value.body.readableBytes
+                state.size -= oldest.value.size
             }
         }
     }
 
     func remove(_ key: String) async {
         state.withLockedValue { state in
-            if let old = state.entries.removeValue(forKey: key) { state.size -= old.body.readableBytes }
+            if let old = state.entries.removeValue(forKey: key) { state.size -= old.size }
         }
     }
 

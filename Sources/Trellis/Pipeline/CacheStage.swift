@@ -14,14 +14,23 @@ struct CacheStage: OptionalStage {
     /// The statuses a cache may store (RFC 9110 section 15.1, heuristically cacheable ones).
     private static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
 
+    /// The methods that change nothing on the server (RFC 9110 section 9.2.1); any other one,
+    /// unknown methods included, invalidates what the cache holds for its target.
+    private static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options, .trace, HTTPRequest.Method("QUERY")!]
+
     func isNeeded(for request: Request) -> Bool {
-        request.method == .get && request.bufferLimit != nil
+        (request.method == .get && request.bufferLimit != nil) || !Self.safeMethods.contains(request.method)
     }
 
     func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
+        guard request.method == .get else {
+            let response = try await next(request)
+            await invalidate(after: response, to: request)
+            return response
+        }
         let fields = request.headerFields
         guard fields[.ifNoneMatch] == nil, fields[.ifModifiedSince] == nil, fields[.range] == nil else {
             return try await next(request)
@@ -89,6 +98,22 @@ struct CacheStage: OptionalStage {
         return response
     }
 
+    /// After a non-error response to an unsafe method, removes what is stored for the target
+    /// and for the `Location` and `Content-Location` the response names on the same origin
+    /// (RFC 9111 section 4.4): a `POST /r` that succeeded may have changed what `GET /r` returns.
+    private func invalidate(after response: Response<ResponseBody>, to request: Request) async {
+        guard (200..<400).contains(response.status.code) else { return }
+        let target = request.urlString
+        await cache.remove(target)
+        guard let base = URL(string: target) else { return }
+        for name in [HTTPField.Name.location, .contentLocation] {
+            guard let value = response.headerFields[name], let url = URL(string: value, relativeTo: base)?.absoluteURL,
+                Request.origin(of: url) == request.origin, let other = try? Request(method: .get, url: url)
+            else { continue }
+            await cache.remove(other.urlString)
+        }
+    }
+
     private func isStorable(_ response: Response<ResponseBody>, for request: Request, size: Int) -> Bool {
         guard Self.cacheableStatuses.contains(response.status.code), size <= cache.maximumEntrySize else { return false }
         let control = CacheControl(response.headerFields)
@@ -106,7 +131,9 @@ struct CacheStage: OptionalStage {
     /// A stored response as the caller gets it, with its age.
     private static func serve(_ entry: CachedResponse, _ body: ByteBuffer) -> Response<ResponseBody> {
         var head = entry.head
-        head.headerFields[.age] = String(Int(entry.currentAge(at: Date(), head: head)))
+        // An age past delta-seconds' largest value is that value, as a cache must send it.
+        let age = min(entry.currentAge(at: Date(), head: head), TimeInterval(CacheControl.largestDeltaSeconds))
+        head.headerFields[.age] = String(age.isNaN ? 0 : Int(max(0, age)))
         return Response(head: head, body: ResponseBody(body))
     }
 }

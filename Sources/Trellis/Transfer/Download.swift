@@ -141,7 +141,10 @@ struct Download {
                 total = response.body.expectedLength
                 break
             }
-            total = range.total ?? response.body.expectedLength.map { $0 + offset }
+            total = range.total ?? response.body.expectedLength.map { length in
+                let (sum, overflow) = length.addingReportingOverflow(offset)
+                return overflow ? Int64.max : sum
+            }
         case 206:
             // Part of a body is only the answer to a request for that part: one the caller
             // asked for with its own Range, which the file then holds alone.
@@ -273,15 +276,23 @@ struct ContentRange: Equatable {
         let halves = spec.split(separator: "/", maxSplits: 1)
         guard halves.count == 2 else { return nil }
         let bounds = halves[0].split(separator: "-", maxSplits: 1)
-        guard bounds.count == 2, let start = Int64(bounds[0]), let end = Int64(bounds[1]), start <= end else { return nil }
+        // Digits only (no sign), and an end short of the largest Int64, so that the length
+        // `end - start + 1` can always be computed.
+        guard bounds.count == 2, let start = Self.number(bounds[0]), let end = Self.number(bounds[1]), start <= end, end < Int64.max
+        else { return nil }
         self.start = start
         self.end = end
         if halves[1] == "*" {
             self.total = nil
         } else {
-            guard let total = Int64(halves[1]), total > end else { return nil }
+            guard let total = Self.number(halves[1]), total > end else { return nil }
             self.total = total
         }
+    }
+
+    private static func number(_ text: Substring) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+        return Int64(text)
     }
 }
 

@@ -1,0 +1,126 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// A raw HTTP/1.1 server whose every answer a test writes byte for byte: it reads each request
+/// (its head, and a body of the length its `Content-Length` gives), records it, and writes what
+/// `script` returns for it, keeping the connection (or closes it, without a byte, when the
+/// script returns nothing). For the hostile surfaces where a test needs
+/// one exact answer (a `304` with an `Age` no integer holds, a body that overruns its length)
+/// rather than a route of ``HostileServer``.
+final class ScriptedServer: Sendable {
+    /// A request as the server read it.
+    struct Received: Sendable {
+        /// The request line and header lines, as sent.
+        let head: String
+        let method: String
+        /// The request target: path and query.
+        let target: String
+        /// Which request of its connection this was, from 1.
+        let numberOnConnection: Int
+
+        /// The value of the first header field named `name` (any case), trimmed.
+        func field(_ name: String) -> String? {
+            for line in head.split(separator: "\r\n").dropFirst() {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                if parts.count == 2, parts[0].lowercased() == name.lowercased() {
+                    return parts[1].trimmingCharacters(in: .whitespaces)
+                }
+            }
+            return nil
+        }
+    }
+
+    typealias Script = @Sendable (Received) -> String
+
+    private let channel: any Channel
+    private let received = NIOLockedValueBox<[Received]>([])
+
+    var url: URL { URL(string: "http://127.0.0.1:\(channel.localAddress!.port!)")! }
+    /// Every request read, in order.
+    var requests: [Received] { received.withLockedValue { $0 } }
+
+    init(_ script: @escaping Script) async throws {
+        let received = self.received
+        channel = try await RawListener.bind { Handler(script: script, received: received) }
+    }
+
+    func stop() async throws {
+        try await channel.close()
+    }
+
+    /// Runs `body` with a started server, and stops it afterwards, whether `body` threw or not.
+    static func with<Result: Sendable>(_ script: @escaping Script, _ body: (ScriptedServer) async throws -> Result) async throws -> Result {
+        let server = try await ScriptedServer(script)
+        do {
+            let result = try await body(server)
+            try await server.stop()
+            return result
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+    }
+
+    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        let script: Script
+        let received: NIOLockedValueBox<[Received]>
+        private var buffered: [UInt8] = []
+        private var requestsOnConnection = 0
+
+        init(script: @escaping Script, received: NIOLockedValueBox<[Received]>) {
+            self.script = script
+            self.received = received
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            var buffer = unwrapInboundIn(data)
+            buffered += buffer.readBytes(length: buffer.readableBytes) ?? []
+            while let request = nextRequest() {
+                requestsOnConnection += 1
+                let line = request.head.split(separator: "\r\n").first ?? ""
+                let words = line.split(separator: " ")
+                let received = Received(
+                    head: request.head,
+                    method: words.first.map(String.init) ?? "",
+                    target: words.dropFirst().first.map(String.init) ?? "/",
+                    numberOnConnection: requestsOnConnection
+                )
+                self.received.withLockedValue { $0.append(received) }
+                let answer = script(received)
+                guard !answer.isEmpty else {
+                    context.close(promise: nil)
+                    return
+                }
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer)), promise: nil)
+            }
+        }
+
+        /// The next whole request in what has been read, taken out of it.
+        private func nextRequest() -> (head: String, body: [UInt8])? {
+            let end: [UInt8] = Array("\r\n\r\n".utf8)
+            guard buffered.count >= 4, let index = (0...(buffered.count - 4)).first(where: { Array(buffered[$0..<$0 + 4]) == end })
+            else { return nil }
+            let head = String(decoding: buffered[..<index], as: UTF8.self)
+            let length = head.split(separator: "\r\n").lazy.compactMap { line -> Int? in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                return Int(parts[1].trimmingCharacters(in: .whitespaces))
+            }.first ?? 0
+            guard buffered.count >= index + 4 + length else { return nil }
+            let body = Array(buffered[(index + 4)..<(index + 4 + length)])
+            buffered.removeFirst(index + 4 + length)
+            return (head, body)
+        }
+    }
+}
+
+extension ScriptedServer {
+    /// A response with `fields` (each `Name: value`), a `Content-Length` and `body`.
+    static func response(_ status: String, _ fields: [String] = [], body: String = "") -> String {
+        "HTTP/1.1 \(status)\r\n" + fields.map { $0 + "\r\n" }.joined() + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
+    }
+}
