@@ -14,6 +14,13 @@ private enum CookieRoutes {
         }
         router.get("jar/logout") { _, _ in setting(["session=; Path=/; Max-Age=0"]) }
         router.get("jar/secure") { _, _ in setting(["token=s3cret; Path=/; Secure", "plain=1; Path=/"]) }
+        router.get("jar/overwrite") { _, _ in setting(["token=attacker; Path=/"]) }
+        router.get("jar/prefixed") { _, _ in
+            setting([
+                "__Host-bare=1; Path=/", "__Secure-bare=1; Path=/", "__Host-ok=1; Secure; Path=/", "__Secure-ok=1; Secure; Path=/jar",
+                "__Host-nopath=1; Secure", "__Host-domain=1; Secure; Path=/; Domain=localhost", "__HOST-case=1; Path=/",
+            ])
+        }
         router.get("jar/foreign") { _, _ in setting(["evil=1; Domain=example.com; Path=/", "tld=1; Domain=com; Path=/"]) }
         router.get("jar/wide") { _, _ in setting(["wide=1; Domain=localhost; Path=/"]) }
         router.get("jar/suffix") { _, _ in
@@ -173,6 +180,48 @@ struct CookieIntegrationTests {
         try await transport.shutdown()
     }
 
+    /// Runs `body` with a client whose transport trusts the test authority, an https server
+    /// and a plain one on `localhost`, both with ``CookieRoutes``.
+    private func withSecureAndPlainServers(_ body: (Client, URL, URL) async throws -> Void) async throws {
+        let certificates = try TestCertificates()
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates([certificates.authority])
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.tlsConfiguration = tls
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        try await TLSTestServer.with(certificates, CookieRoutes.install) { secureURL in
+            try await TestServer.with(CookieRoutes.install) { plainURL in
+                let plainPort = try #require(plainURL.port)
+                let plainByName = try #require(URL(string: "http://localhost:\(plainPort)"))
+                try await body(Client(baseURL: secureURL, transport: transport), secureURL, plainByName)
+            }
+        }
+        try await transport.shutdown()
+    }
+
+    /// A network attacker who answers one plain request must not replace the session cookie
+    /// that only ever travels over https (RFC 6265bis section 5.7).
+    @Test func aPlainHTTPResponseCannotOverwriteASecureCookie() async throws {
+        try await withSecureAndPlainServers { client, secureURL, plainURL in
+            _ = try await get(client, secureURL, "jar/secure")
+            _ = try await get(client, plainURL, "jar/overwrite")
+            #expect(try await get(client, secureURL, "jar/echo") == "token=s3cret; plain=1")
+            #expect(try await get(client, plainURL, "jar/echo") == "plain=1")
+        }
+    }
+
+    /// `__Secure-` and `__Host-` cookies are kept only when set as their prefixes promise
+    /// (RFC 6265bis section 4.1.3): never over plain http, and a `__Host-` one only Secure,
+    /// with `Path=/` and without `Domain`.
+    @Test func cookiePrefixesAreEnforced() async throws {
+        try await withSecureAndPlainServers { client, secureURL, plainURL in
+            _ = try await get(client, plainURL, "jar/prefixed")
+            #expect(try await get(client, secureURL, "jar/echo") == "")
+            _ = try await get(client, secureURL, "jar/prefixed")
+            #expect(try await get(client, secureURL, "jar/echo") == "__Secure-ok=1; __Host-ok=1")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func eachRedirectHopStoresAndSendsTheCookiesOfItsOwnURL(_ kind: TransportKind) async throws {
         try await TestServer.with(CookieRoutes.install) { url in
@@ -312,6 +361,11 @@ struct SetCookieParsingTests {
             from: "https://api.example.com/"
         )
         #expect(jar.cookies.map(\.name) == ["ok"])
+    }
+
+    @Test func aHostPrefixedCookieWithADomainIsNotSentToASibling() throws {
+        let jar = try jar(storing: ["__Host-id=1; Secure; Path=/; Domain=example.com", "__Secure-id=2; Secure; Domain=example.com; Path=/"], from: "https://www.example.com/")
+        #expect(jar.cookies(for: try #require(URL(string: "https://evil.example.com/"))).map(\.name) == ["__Secure-id"])
     }
 
     @Test func anIPAddressHostKeepsItsCookiesToItself() throws {

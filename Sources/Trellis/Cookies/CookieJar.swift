@@ -118,7 +118,9 @@ public final class CookieJar: Sendable {
         if !accepted.isEmpty {
             change { cookies in
                 for cookie in accepted {
-                    if cookie.isExpired(at: now) {
+                    if !scope.origin.secure, Self.wouldOverwriteASecureCookie(cookie, in: cookies) {
+                        refusals.append("it would replace a Secure cookie of the same name, and came over plain HTTP")
+                    } else if cookie.isExpired(at: now) {
                         // Max-Age=0 or a past Expires: the server deletes the cookie.
                         cookies.removeAll { $0.key == cookie.key }
                     } else {
@@ -131,6 +133,19 @@ public final class CookieJar: Sendable {
     }
 
     var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
+
+    /// Whether a cookie from a plain-HTTP response would set, shadow or delete a `Secure` one:
+    /// same name, domains that match either way, and a path within the Secure cookie's
+    /// (RFC 6265bis section 5.7, step 16). A network attacker could otherwise replace a
+    /// session cookie that only ever travels over HTTPS.
+    private static func wouldOverwriteASecureCookie(_ cookie: Cookie, in cookies: [Cookie]) -> Bool {
+        cookies.contains { existing in
+            existing.isSecure && existing.name == cookie.name
+                && (CookieDomain.domainMatches(host: existing.domain, domain: cookie.domain)
+                    || CookieDomain.domainMatches(host: cookie.domain, domain: existing.domain))
+                && CookieDomain.pathMatches(requestPath: cookie.path, cookiePath: existing.path)
+        }
+    }
 
     private func matching(_ scope: CookieScope) -> [Cookie] {
         let now = Date()

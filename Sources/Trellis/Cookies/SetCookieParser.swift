@@ -68,6 +68,7 @@ enum SetCookieParser {
         var maxAge: Date?
         var expires: Date?
         var domainAttribute: String?
+        var pathAttribute: String?
         while let attribute = parts.next() {
             let (key, attributeValue) = split(attribute)
             switch key.lowercased() {
@@ -87,6 +88,7 @@ enum SetCookieParser {
                 if domain.hasPrefix(".") { domain.removeFirst() }
                 if !domain.isEmpty { domainAttribute = domain }
             case "path":
+                pathAttribute = attributeValue
                 if attributeValue.hasPrefix("/") { cookie.path = attributeValue }
             case "secure":
                 cookie.isSecure = true
@@ -125,6 +127,17 @@ enum SetCookieParser {
         }
         if cookie.isSecure && !origin.secure {
             return .refused("it is Secure but came over plain HTTP")
+        }
+        // The name prefixes a site uses to know how a cookie was set (RFC 6265bis section
+        // 4.1.3), compared without regard to case as browsers do.
+        let lowercasedName = name.lowercased()
+        if lowercasedName.hasPrefix("__secure-"), !cookie.isSecure {
+            return .refused("its name starts with __Secure- but it is not Secure")
+        }
+        if lowercasedName.hasPrefix("__host-") {
+            guard cookie.isSecure, domainAttribute == nil, pathAttribute == "/" else {
+                return .refused("its name starts with __Host- but it is not Secure with Path=/ and no Domain")
+            }
         }
         return .accepted(cookie)
     }
