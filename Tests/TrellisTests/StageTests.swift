@@ -85,7 +85,7 @@ struct StageTests {
         var request = try request("/start")
         request.headerFields[.authorization] = "Bearer by-hand"
         let hops = NIOLockedValueBox<[String]>([])
-        let response = try await RedirectStage(policy: .follow).intercept(request) { hop in
+        let response = try await RedirectStage(policy: .follow, secretQueryNames: []).intercept(request) { hop in
             hops.withLockedValue { $0.append(hop.urlString) }
             return try await mock.send(hop)
         }

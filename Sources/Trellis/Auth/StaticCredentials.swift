@@ -68,6 +68,13 @@ public struct APIKey: Middleware {
         self.origin = origin.flatMap(Request.origin(of:))
     }
 
+    /// The query parameter the key goes in, if it goes in one: the client redacts that name
+    /// wherever a URL is shown, on every hop, since a server may echo it into a redirect.
+    var queryName: String? {
+        if case .query(let name) = placement { return name }
+        return nil
+    }
+
     /// Every hop: a redirect to another origin is decided afresh, without these credentials.
     public var scope: MiddlewareScope { .hop }
 

@@ -75,9 +75,22 @@ enum RequestLog {
     static func describe(_ response: HTTPResponse, for request: Request, after elapsed: Duration) -> String {
         var text = "← \(response.status.code) \(response.status.reasonPhrase) \(request.method) \(redactedURL(request)) in \(elapsed)"
         for field in response.headerFields {
-            text += "\n  \(field.name): \(value(of: field))"
+            text += "\n  \(field.name): \(value(of: field, answering: request))"
         }
         return text
+    }
+
+    /// A response field's value as logs show it. A server may echo what it was sent: a URL
+    /// field is redacted as the request's URL is, and a field named as one the request marked
+    /// sensitive is redacted whole.
+    static func value(of field: HTTPField, answering request: Request) -> String {
+        if field.name == .location || field.name == .contentLocation {
+            return redactedURL(field.value, also: request.sensitiveQueryNames)
+        }
+        if request.headerFields.contains(where: { $0.name == field.name && $0.indexingStrategy == .disallow }) {
+            return redacted
+        }
+        return value(of: field)
     }
 }
 

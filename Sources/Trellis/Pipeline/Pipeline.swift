@@ -132,7 +132,10 @@ final class Pipeline: Sendable {
             acceptedStatuses: configuration.validation.acceptedStatuses
         ))
         stages.append(RetryStage(policy: configuration.retry, timeout: configuration.timeouts.request, logger: configuration.logger))
-        stages.append(RedirectStage(policy: configuration.redirects))
+        stages.append(RedirectStage(
+            policy: configuration.redirects,
+            secretQueryNames: Set(settings.middlewares.compactMap { ($0 as? APIKey)?.queryName })
+        ))
         // On every hop, for the URL of that hop.
         stages += hopMiddlewares
         stages.append(AccessTokenStage(authorizer: settings.authorizer, client: settings.client))

@@ -10,12 +10,17 @@ struct RedirectStage: Middleware {
     private static let credentialFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
 
     let policy: RedirectPolicy
+    /// The query parameters the client's ``APIKey``s put keys in. The hop stages mark them
+    /// secret on the request each hop sends, which this stage never sees; a server may echo
+    /// them into `Location`, so the redirect's events and errors redact them too.
+    let secretQueryNames: Set<String>
 
     func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
         var current = request
+        if !secretQueryNames.isEmpty { current.sensitiveQueryNames.formUnion(secretQueryNames) }
         var visited: Set<String> = []
         var followed = 0
         while true {
@@ -28,7 +33,7 @@ struct RedirectStage: Middleware {
             let failure = { (reason: String) in
                 TrellisError.redirectFailed(RedirectFailure(
                     from: RequestLog.redactedURL(current),
-                    to: RequestLog.redactedURL(target.absoluteString),
+                    to: RequestLog.redactedURL(target.absoluteString, also: current.sensitiveQueryNames),
                     reason: reason
                 ))
             }

@@ -283,14 +283,27 @@ private final class Exchange: @unchecked Sendable {
         return TrellisError.connectionFailed(failure)
     }
 
+    /// `error` with the URL it carries redacted as logs redact it: FoundationNetworking puts
+    /// the whole URL, query and all, in the error's user info, which `dump(error)` and error
+    /// reporters print, and an API key in the query would go with it.
+    static func scrubbed(_ error: URLError, for request: Request) -> URLError {
+        var userInfo = error.userInfo
+        // The string form's key, spelled out: its constant is deprecated.
+        userInfo.removeValue(forKey: "NSErrorFailingURLStringKey")
+        userInfo.removeValue(forKey: NSUnderlyingErrorKey)
+        userInfo[NSURLErrorFailingURLErrorKey] = URL(string: RequestLog.redactedURL(request))
+        return URLError(error.code, userInfo: userInfo)
+    }
+
     private func translate(_ error: any Error) -> any Error {
         let host = request.head.authority ?? ""
         if let reason = state.withLockedValue({ $0.pinMismatch }) {
             return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: reason, underlying: error))
         }
-        guard let urlError = error as? URLError else {
+        guard let reported = error as? URLError else {
             return TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "\(error)"))
         }
+        let urlError = Self.scrubbed(reported, for: request)
         switch urlError.code {
         case .cancelled:
             return CancellationError()
