@@ -146,6 +146,19 @@ struct HostileServerTests {
         }
     }
 
+    /// A header line every 200 ms keeps a timer that waits for the next byte from firing
+    /// (libcurl's, under URLSession, waited on past 12 s): a streamed call's head must still
+    /// come within the request timeout. The server trickles on for 5 minutes: a transport that
+    /// waits for it fails the test at its time limit.
+    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    func aHeadThatTricklesInEndsAtTheRequestTimeout(_ kind: TransportKind) async throws {
+        try await HostileServer.with { server in
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.request = .seconds(2) }
+            let download = await #expect(throws: TrellisError.self) { try await client.download(for: get(server.url, "/trickle-head")) }
+            #expect(timeoutFailure(download)?.timeout == .seconds(2))
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func absurdDurationsDoNotTrap(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in

@@ -88,6 +88,12 @@ public final class URLSessionTransport: Transport {
             task = session.dataTask(with: urlRequest)
         }
         let exchange = Exchange(task: task, delegateQueue: session.delegateQueue, request: request, timeout: timeout, spool: spool)
+        if request.bufferLimit == nil {
+            // A streamed call's head is held to the deadline here: libcurl's timeout waits for
+            // the next byte, and a server that sends a header line now and then never lets it
+            // fire. (A buffered call's whole exchange is held to it by the pipeline.)
+            exchange.failHead(after: (request.deadline ?? .now + timeout) - .now)
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.start(continuation, delegate: delegate)
@@ -128,6 +134,8 @@ private final class Exchange: @unchecked Sendable {
         var pinMismatch: String?
         /// Body bytes received so far.
         var received = 0
+        /// Fails a streamed call whose head is late (``failHead(after:)``).
+        var headTimer: DispatchWorkItem?
     }
 
     let task: URLSessionDataTask
@@ -179,7 +187,23 @@ private final class Exchange: @unchecked Sendable {
         continuation?.resume(throwing: CancellationError())
     }
 
+    /// Fails the exchange with ``TrellisError/timedOut(_:)``, and cancels its task, if the
+    /// response head has not come within `wait`.
+    func failHead(after wait: Duration) {
+        let check = DispatchWorkItem { [weak self] in
+            guard let self, let continuation = self.state.withLockedValue({ state in
+                defer { state.headContinuation = nil }
+                return state.headContinuation
+            }) else { return }
+            self.canceller.cancel()
+            continuation.resume(throwing: TrellisError.timedOut(TimeoutFailure(timeout: self.timeout, request: RequestLog.summary(self.request))))
+        }
+        state.withLockedValue { $0.headTimer = check }
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, min(wait.inSeconds, 1_000_000)), execute: check)
+    }
+
     func received(_ response: URLResponse) {
+        state.withLockedValue { $0.headTimer?.cancel() }
         guard let continuation = state.withLockedValue({ state in
             defer { state.headContinuation = nil }
             return state.headContinuation
@@ -262,6 +286,7 @@ private final class Exchange: @unchecked Sendable {
         canceller.taskCompleted()
         spool.map(FileIO.remove)
         let continuation = state.withLockedValue { state in
+            state.headTimer?.cancel()
             defer { state.headContinuation = nil }
             return state.headContinuation
         }

@@ -37,6 +37,8 @@ import NIOPosix
 /// - `/endless-headers`: a status line, then header lines without end, as fast as the client
 ///   reads them; the bytes written before the client went away go to ``floodEnded``.
 /// - `/endless-informational`: `100 Continue` heads without end, the same way.
+/// - `/trickle-head`: a status line, then a header line every 200 ms for 5 minutes (or until
+///   the client goes), and never the head's end.
 /// - `/early-hints`: `103 Early Hints` with a `Link` field, then 200 with `ok`.
 /// - `/conflicting-lengths`: two `Content-Length` fields, 3 and 5, and 5 bytes.
 /// - `/length-and-chunked`: `Content-Length: 3` beside a chunked body of 5 bytes.
@@ -219,6 +221,9 @@ final class HostileServer: RawTestServer {
                 write(context, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoo big")
             case "/early-hints":
                 write(context, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            case "/trickle-head":
+                write(context, "HTTP/1.1 200 OK\r\n")
+                trickle(context, linesLeft: 1500)
             case "/endless-informational":
                 let heads = Self.repeated("HTTP/1.1 100 Continue\r\n\r\n")
                 flood(context, repeating: heads, counted: heads.readableBytes)
@@ -259,6 +264,18 @@ final class HostileServer: RawTestServer {
                 case .success: handler.flood(context, repeating: piece, counted: counted, sent: sent + counted)
                 case .failure: handler.floodSink.yield(sent)
                 }
+            }
+        }
+
+        /// A header line every 200 ms, `linesLeft` of them (5 min), and never the head's end:
+        /// each line restarts a timer that waits for the next byte.
+        private func trickle(_ context: ChannelHandlerContext, linesLeft: Int) {
+            guard linesLeft > 0, context.channel.isActive else { return }
+            write(context, "X-Trickle: \(linesLeft)\r\n")
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .milliseconds(200)) {
+                let (handler, context) = loopBound.value
+                handler.trickle(context, linesLeft: linesLeft - 1)
             }
         }
 
