@@ -36,6 +36,11 @@ private final class CompressedRoutes: Sendable {
         }
         router.get("z/deflate") { _, _ in Self.answer(try Self.compressed(Self.post, .zlib()), encoding: "deflate") }
         router.get("z/bomb") { _, _ in Self.answer(self.bomb, encoding: "gzip") }
+        // The bomb gzipped once more: a coding Trellis does not decode, which libcurl does.
+        router.get("z/double") { _, _ in
+            var once = self.bomb
+            return Self.answer(try once.compress(with: .gzip()), encoding: "gzip, gzip")
+        }
         router.get("z/cut") { _, _ in
             var whole = try Self.compressed(Self.post, .gzip())
             return Self.answer(whole.readSlice(length: whole.readableBytes / 2)!, encoding: "gzip")
@@ -133,6 +138,51 @@ struct CompressionIntegrationTests {
             }
             let bombBytes = try await lenient.data(for: get(url, "z/bomb")).body.count
             #expect(bombBytes == 64 << 20)
+        }
+    }
+
+    /// Trellis decodes gzip and deflate; URLSession on Linux decodes whatever libcurl knows
+    /// (`gzip, gzip`, `br`, `zstd`), and the ratio guard must hold for that too.
+    @Test(arguments: TransportKind.allCases)
+    func aCodingOnlyTheTransportKnowsIsHeldToTheRatioLimit(_ kind: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            switch kind {
+            case .urlSession:
+                let error = await #expect(throws: TrellisError.self) { try await client.data(for: get(url, "z/double")) }
+                guard case .responseTooLarge(let tooLarge) = error else {
+                    Issue.record("expected responseTooLarge, got \(String(describing: error))")
+                    return
+                }
+                #expect(tooLarge.subject.contains("decompressed"))
+            case .asyncHTTPClient:
+                // Not decoded: the body as sent, its coding still named.
+                let response = try await client.data(for: get(url, "z/double"))
+                #expect(response.headerFields[.contentEncoding] == "gzip, gzip")
+                #expect(response.body.count < 64 * 1024)
+            }
+        }
+    }
+
+    /// A download asks for the bytes as sent (it resumes by offsets into them). A server that
+    /// gzips them anyway: AsyncHTTPClient keeps the server's bytes; URLSession cannot help
+    /// decoding them, so the download is refused, naming the coding.
+    @Test(arguments: TransportKind.allCases)
+    func aDownloadHoldsTheServersBytesOrIsRefused(_ kind: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            switch kind {
+            case .asyncHTTPClient:
+                let file = try await client.download(for: get(url, "z/bomb"))
+                let size = try FileManager.default.attributesOfItem(atPath: file.url.path)[.size] as? Int
+                #expect(size == CompressedRoutes.bombBytes.readableBytes)
+                try? FileManager.default.removeItem(at: file.url)
+            case .urlSession:
+                let error = await #expect(throws: TrellisError.self) { try await client.download(for: get(url, "z/bomb")) }
+                #expect("\(String(describing: error))".contains("Content-Encoding gzip"))
+            }
         }
     }
 

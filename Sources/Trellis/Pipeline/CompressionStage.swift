@@ -26,10 +26,10 @@ struct CompressionStage: OptionalStage, InlineStage {
         if request.askedForEncoding { request.headerFields.append(Self.acceptEncoding) }
     }
 
-    func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
+    func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody> {
         guard request.askedForEncoding || transportDecodes,
             let encoding = response.headerFields[.contentEncoding],
-            let algorithm = ContentDecoder.algorithm(for: encoding),
+            encoding.trimmingCharacters(in: .whitespaces).lowercased() != "identity",
             request.method != .head,
             response.status.code != 204, response.status.code != 304
         else { return response }
@@ -39,9 +39,29 @@ struct CompressionStage: OptionalStage, InlineStage {
         head.headerFields[.contentEncoding] = nil
         head.headerFields[.contentLength] = nil
         if transportDecodes {
+            // The transport decoded whatever coding it knows (libcurl: `gzip, gzip`, `br`,
+            // `zstd`), not only the ones Trellis asks for: the ratio guard holds for all of them.
+            if request.headerFields[.acceptEncoding]?.lowercased() == "identity" {
+                throw Self.decodedAgainstIdentity(encoding, host: request.head.authority ?? "")
+            }
             return Response(head: head, body: ContentDecoder.guarded(response.body, announcedLength: announced, limits: settings))
         }
+        guard let algorithm = ContentDecoder.algorithm(for: encoding) else { return response }
         let host = request.head.authority ?? ""
         return Response(head: head, body: ContentDecoder.decoded(response.body, algorithm: algorithm, limits: settings, host: host))
+    }
+
+    /// A request for the bytes as sent (a download, which resumes by offsets into them)
+    /// answered with a coding the transport decodes on the fly: what it would hand over is not
+    /// what the server sent, so a resumed range would splice the server's offsets into decoded
+    /// data. Refused, never retried (the server would answer the same way).
+    private static func decodedAgainstIdentity(_ encoding: String, host: String) -> TrellisError {
+        var failure = ConnectionFailure(
+            host: host,
+            reason: "the server answered a request for the body as sent (Accept-Encoding: identity) with Content-Encoding \(encoding), "
+                + "which this transport decodes on the fly, so the bytes would not be the server's; AsyncHTTPClientTransport keeps them"
+        )
+        failure.isProtocolViolation = true
+        return TrellisError.connectionFailed(failure)
     }
 }
