@@ -138,3 +138,4 @@ struct HostileCacheTests {
         }
     }
 }
+

@@ -220,6 +220,11 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
     /// (a stale pooled keep-alive connection) breaks, before any byte of a response: such a
     /// request is sent once more on a fresh connection, whatever the retry policy.
     var mayBeStaleConnection = false
+    /// Whether the connection was one that had carried an answer before, and broke on what
+    /// that answer left on it (``ReusedConnectionGuard``), before any of this request's answer:
+    /// such a request is sent again on another connection, a few times at most, since a server
+    /// that overruns every answer leaves that behind on each connection it answers on.
+    var failedOnReusedConnection = false
     /// Whether the server's answer broke HTTP itself (it is not HTTP, or its framing allows
     /// two readings). Sending the request again would only get the same answer, so it is not
     /// retried, as OkHttp does not retry a protocol error.

@@ -51,6 +51,7 @@ struct RetryStage: Middleware {
         var policy = request.retryPolicy ?? self.policy
         if let maximumRetries { policy.maximumRetries = maximumRetries }
         var replayedStaleConnection = false
+        var replaysAfterLeftovers = 0
         var retry = 0
         var waited = Duration.zero
         while true {
@@ -78,6 +79,13 @@ struct RetryStage: Middleware {
                     logger.debug("\(RequestLog.summary(request)): \(error), sent again on a new connection")
                     continue
                 }
+                if case TrellisError.connectionFailed(let failure) = error, failure.failedOnReusedConnection,
+                    replaysAfterLeftovers < Self.maximumReplaysAfterLeftovers, Self.mayReplay(request)
+                {
+                    replaysAfterLeftovers += 1
+                    logger.debug("\(RequestLog.summary(request)): \(error), sent again on another connection")
+                    continue
+                }
                 guard retries, policy.isRetryable(error),
                     let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited)
                 else { throw error }
@@ -91,6 +99,11 @@ struct RetryStage: Middleware {
             retry += 1
         }
     }
+
+    /// How many times a request that broke on the bytes a previous answer left on its pooled
+    /// connection is sent again: each such connection is closed as it fails, so a few tries
+    /// reach a clean one even from a server that overruns every answer.
+    static let maximumReplaysAfterLeftovers = 3
 
     /// Whether sending `request` a second time cannot do harm: an idempotent method and a body
     /// that can be sent again.

@@ -169,7 +169,8 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`, each HTTP/1
     /// connection and HTTP/2 stream guarded against a status AsyncHTTPClient would trap on
-    /// (see `ResponseStatusGuard`), and each HTTP/2 connection closed when its frames cannot be
+    /// (see `ResponseStatusGuard`), each HTTP/1 connection against the bytes an answer left
+    /// behind (see `ReusedConnectionGuard`), and each HTTP/2 connection closed when its frames cannot be
     /// parsed (see `HTTP2ConnectionBreak`).
     private static func configuration(
         _ base: HTTPClient.Configuration,
@@ -177,7 +178,9 @@ public final class AsyncHTTPClientTransport: Transport {
     ) -> HTTPClient.Configuration {
         var configuration = base
         let watch: @Sendable (any Channel) -> EventLoopFuture<Void> = { hint.watch($0) }
-        let guardConnection: @Sendable (any Channel) -> EventLoopFuture<Void> = { ResponseStatusGuard.installOnConnection($0) }
+        let guardConnection: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            ResponseStatusGuard.installOnConnection(channel).flatMap { ReusedConnectionGuard.install(on: channel) }
+        }
         let guardStream: @Sendable (any Channel) -> EventLoopFuture<Void> = { ResponseStatusGuard.installOnStream($0) }
         configuration.http1_1ConnectionDebugInitializer = Self.chain(
             watch, Self.chain(guardConnection, base.http1_1ConnectionDebugInitializer)
@@ -561,6 +564,15 @@ public final class AsyncHTTPClientTransport: Transport {
                 "a frame could not be parsed: a header block past SwiftNIO's 16 KB once decoded, or bytes that are not HTTP/2",
                 version: "HTTP/2", host: host, underlying: broken.cause
             )
+        }
+        if let leftover = error as? LeftoverBytes {
+            var failure = ConnectionFailure(
+                host: host,
+                reason: "the answer on a reused connection began with bytes the previous answer left behind (\(leftover.cause))",
+                underlying: leftover.cause
+            )
+            failure.failedOnReusedConnection = true
+            return TrellisError.connectionFailed(failure)
         }
         if let parserError = error as? HTTPParserError {
             var failure = ConnectionFailure(host: host, reason: Self.describe(parserError), underlying: error)
