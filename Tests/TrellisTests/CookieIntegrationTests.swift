@@ -14,6 +14,7 @@ private enum CookieRoutes {
         }
         router.get("jar/logout") { _, _ in setting(["session=; Path=/; Max-Age=0"]) }
         router.get("jar/secure") { _, _ in setting(["token=s3cret; Path=/; Secure", "plain=1; Path=/"]) }
+        router.get("jar/commas") { _, _ in setting(["list=y, a=b; Path=/", "second=2; Path=/"]) }
         router.get("jar/overwrite") { _, _ in setting(["token=attacker; Path=/"]) }
         router.get("jar/prefixed") { _, _ in
             setting([
@@ -199,6 +200,22 @@ struct CookieIntegrationTests {
         try await transport.shutdown()
     }
 
+    /// Each `Set-Cookie` field is one cookie, commas and all. URLSession folds the fields
+    /// into one, which its transport splits again where a new cookie starts: there a field
+    /// that itself holds `, name=` cannot be told from two.
+    @Test(arguments: TransportKind.allCases)
+    func eachSetCookieFieldIsOneCookie(_ kind: TransportKind) async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let client = Client(baseURL: url, transport: kind.transport)
+            _ = try await get(client, url, "jar/commas")
+            let sent = try await get(client, url, "jar/echo")
+            switch kind {
+            case .asyncHTTPClient: #expect(sent == "list=y, a=b; second=2")
+            case .urlSession: #expect(sent == "list=y; a=b; second=2")
+            }
+        }
+    }
+
     /// A network attacker who answers one plain request must not replace the session cookie
     /// that only ever travels over https (RFC 6265bis section 5.7).
     @Test func aPlainHTTPResponseCannotOverwriteASecureCookie() async throws {
@@ -357,10 +374,23 @@ struct SetCookieParsingTests {
 
     @Test func malformedAndOversizedCookiesAreRefused() throws {
         let jar = try jar(
-            storing: ["novalue", "=empty", "bad name=1", "ctl=a\u{7}b", "big=" + String(repeating: "x", count: 4100), "ok=1"],
+            storing: ["novalue", "=empty", "ctl=a\u{7}b", "line=a\u{0A}b", "big=" + String(repeating: "x", count: 4100), "ok=1"],
             from: "https://api.example.com/"
         )
         #expect(jar.cookies.map(\.name) == ["ok"])
+    }
+
+    /// The user agent's algorithm (RFC 6265 section 5.2), as browsers and curl read cookies:
+    /// names and values are what lies around the first `=`, spaces, quotes, commas and UTF-8
+    /// kept; one field is one cookie; an empty `Path` means the default path.
+    @Test func namesAndValuesAreReadAsBrowsersReadThem() throws {
+        let jar = try jar(
+            storing: ["foo bar=baz", "q=\"quoted\"", "u=春节", "list=y, a=b", "eq=a=b", "p=1; Path=/dog; Path=", "t=\tx "],
+            from: "https://api.example.com/v1/items"
+        )
+        let pairs = jar.cookies.map { "\($0.name)=\($0.value)" }
+        #expect(pairs == ["foo bar=baz", "q=\"quoted\"", "u=春节", "list=y, a=b", "eq=a=b", "p=1", "t=x"])
+        #expect(jar.cookies.first { $0.name == "p" }?.path == "/v1")
     }
 
     @Test func aHostPrefixedCookieWithADomainIsNotSentToASibling() throws {

@@ -85,7 +85,7 @@ public final class CookieJar: Sendable {
     @discardableResult
     public func add(setCookie field: String, from url: URL) -> Bool {
         guard let scope = try? CookieScope(url: url) else { return false }
-        return store(SetCookieParser.unfolded(field), from: scope).isEmpty
+        return store([field], from: scope).isEmpty
     }
 
     /// Removes every cookie.

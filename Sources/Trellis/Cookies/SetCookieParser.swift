@@ -3,8 +3,8 @@ import Foundation
 /// Reads one `Set-Cookie` field value into a ``Cookie`` for the request that received it
 /// (RFC 6265 section 5.2 and 5.3), or says why the cookie is refused.
 ///
-/// A field value is input from the network: it is read strictly and bounded, and a cookie the
-/// server may not set (another domain, a `Secure` cookie over plain HTTP, a parent domain
+/// A field value is input from the network: it is read as browsers read it, bounded, and a
+/// cookie the server may not set (another domain, a `Secure` cookie over plain HTTP, a parent domain
 /// that is a public suffix) is refused rather than kept.
 enum SetCookieParser {
     /// The most bytes of name and value one cookie may have (RFC 6265 section 6.1 asks for
@@ -23,7 +23,9 @@ enum SetCookieParser {
         var secure: Bool
     }
 
-    /// The `Set-Cookie` values in one field value that a transport folded together.
+    /// The `Set-Cookie` values in one field value that a transport folded together
+    /// (URLSession's does; ``URLSessionTransport`` unfolds them before anything else reads
+    /// them). A field a server sent is one cookie, whatever commas it holds.
     ///
     /// `HTTPURLResponse` joins repeated fields with ", ", which `Set-Cookie` cannot survive
     /// (RFC 9110 section 5.3): a comma followed by a name and `=` starts the next cookie, while
@@ -49,19 +51,24 @@ enum SetCookieParser {
 
     static func parse(_ field: String, from origin: Origin, now: Date) -> Outcome {
         guard field.utf8.count <= maximumCookieSize * 2 else { return .refused("the field is longer than \(maximumCookieSize * 2) bytes") }
+        // The user agent's algorithm (RFC 6265 section 5.2), as browsers follow it: the name
+        // is what comes before the first `=`, the value what follows, each without the spaces
+        // and tabs around it, and neither held to the stricter grammar servers are asked to
+        // use (a space, a quote, a comma and UTF-8 are kept as sent).
         var parts = field.split(separator: ";", omittingEmptySubsequences: false).makeIterator()
         guard let pair = parts.next(), let equals = pair.firstIndex(of: "=") else {
             return .refused("it has no name=value pair")
         }
-        let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
-        var value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+        let name = trimmed(pair[..<equals])
+        let value = trimmed(pair[pair.index(after: equals)...])
         guard !name.isEmpty else { return .refused("its name is empty") }
         guard name.utf8.count + value.utf8.count <= maximumCookieSize else {
             return .refused("its name and value are longer than \(maximumCookieSize) bytes")
         }
-        guard isToken(name) else { return .refused("its name is not a token") }
-        guard value.utf8.allSatisfy(isCookieOctet) else { return .refused("its value holds a control character, space, comma, semicolon or backslash") }
+        // Control characters never go into a Cookie field (RFC 6265bis section 5.7).
+        guard !name.utf8.contains(where: isControl), !value.utf8.contains(where: isControl) else {
+            return .refused("its name or value holds a control character")
+        }
 
         var cookie = Cookie(name: name, value: value, domain: origin.host, createdAt: now)
         cookie.path = CookieDomain.defaultPath(of: origin.path)
@@ -88,8 +95,9 @@ enum SetCookieParser {
                 if domain.hasPrefix(".") { domain.removeFirst() }
                 if !domain.isEmpty { domainAttribute = domain }
             case "path":
+                // The last one counts; one that is empty or not absolute means the default.
                 pathAttribute = attributeValue
-                if attributeValue.hasPrefix("/") { cookie.path = attributeValue }
+                cookie.path = attributeValue.hasPrefix("/") ? attributeValue : CookieDomain.defaultPath(of: origin.path)
             case "secure":
                 cookie.isSecure = true
             case "httponly":
@@ -144,31 +152,23 @@ enum SetCookieParser {
 
     private static func split(_ attribute: Substring) -> (String, String) {
         guard let equals = attribute.firstIndex(of: "=") else {
-            return (attribute.trimmingCharacters(in: .whitespaces), "")
+            return (trimmed(attribute), "")
         }
         return (
-            attribute[..<equals].trimmingCharacters(in: .whitespaces),
-            attribute[attribute.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            trimmed(attribute[..<equals]),
+            trimmed(attribute[attribute.index(after: equals)...])
         )
     }
 
-    private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
-
-    /// RFC 9110 token characters.
-    private static func isToken(_ text: String) -> Bool {
-        text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                true
-            default:
-                tokenSymbols.contains(byte)
-            }
-        }
+    /// `text` without the spaces and tabs around it (RFC 6265's WSP, and nothing else).
+    private static func trimmed(_ text: Substring) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !isSpace($0) }), let last = text.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(text[first...last])
     }
 
-    /// RFC 6265 cookie-octet: printable ASCII but for space, `"`, `,`, `;` and `\`.
-    private static func isCookieOctet(_ byte: UInt8) -> Bool {
-        byte == 0x21 || (0x23...0x2B).contains(byte) || (0x2D...0x3A).contains(byte) || (0x3C...0x5B).contains(byte)
-            || (0x5D...0x7E).contains(byte)
+    /// A control character other than a tab.
+    private static func isControl(_ byte: UInt8) -> Bool {
+        (byte < 0x20 && byte != 0x09) || byte == 0x7F
     }
 }

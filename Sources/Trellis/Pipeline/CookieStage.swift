@@ -22,7 +22,7 @@ struct CookieStage: InlineStage {
 
     func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
         guard response.headerFields.contains(.setCookie) else { return response }
-        let setCookies = response.headerFields[values: .setCookie].flatMap(SetCookieParser.unfolded)
+        let setCookies = response.headerFields[values: .setCookie]
         if !setCookies.isEmpty {
             for refusal in jar.store(setCookies, from: CookieScope(request: request)) {
                 logger.debug("\(RequestLog.summary(request)): a cookie was refused: \(refusal)")

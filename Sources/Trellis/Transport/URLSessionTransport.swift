@@ -208,7 +208,7 @@ private final class Exchange: @unchecked Sendable {
             defer { state.headContinuation = nil }
             return state.headContinuation
         }) else { return }
-        guard let httpResponse = response as? HTTPURLResponse, let head = httpResponse.httpResponse else {
+        guard let httpResponse = response as? HTTPURLResponse, var head = httpResponse.httpResponse else {
             continuation.resume(throwing: protocolViolation("the response is not an HTTP response"))
             return
         }
@@ -228,6 +228,7 @@ private final class Exchange: @unchecked Sendable {
             ))
             return
         }
+        Self.unfoldSetCookies(&head)
         let length = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
         let chunks = self.chunks
         // The session delivers bytes whether or not anyone reads them: once nothing can read
@@ -306,6 +307,18 @@ private final class Exchange: @unchecked Sendable {
         var failure = ConnectionFailure(host: request.head.authority ?? "", reason: reason, underlying: underlying)
         failure.isProtocolViolation = true
         return TrellisError.connectionFailed(failure)
+    }
+
+    /// `head` with each `Set-Cookie` field the session folded into one (`HTTPURLResponse`
+    /// joins repeated fields with ", ") split into the fields the server sent, so that the
+    /// cookie jar reads one cookie per field, as over every other transport.
+    static func unfoldSetCookies(_ head: inout HTTPResponse) {
+        let folded = head.headerFields[values: .setCookie]
+        guard folded.contains(where: { $0.contains(",") }) else { return }
+        head.headerFields[.setCookie] = nil
+        for value in folded.flatMap(SetCookieParser.unfolded) {
+            head.headerFields.append(HTTPField(name: .setCookie, value: value))
+        }
     }
 
     /// `error` with the URL it carries redacted as logs redact it: FoundationNetworking puts
