@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 
 /// The `Cache-Control` directives a private cache acts on (RFC 9111 section 5.2), read
@@ -6,29 +7,74 @@ struct CacheControl {
     var maxAge: Int?
     var sharedMaxAge: Int?
     var noStore = false
+    /// `no-cache` without a list: the response may not be served without revalidation.
     var noCache = false
+    /// The fields `no-cache="…"` names: the response may be served, without them, until it
+    /// is revalidated (RFC 9111 section 5.2.2.4).
+    var noCacheFields: [String] = []
     var mustRevalidate = false
+    var mustUnderstand = false
     var isPublic = false
+    var isImmutable = false
     var onlyIfCached = false
+    /// Request directives: the oldest response the request accepts, how much fresher than
+    /// its lifetime it must be, and how stale it may be (`max-stale` without a value: any).
+    var minFresh: Int?
+    var maxStale: Int?
 
     init(_ fields: HTTPFields) {
         for value in fields[values: .cacheControl] {
-            for directive in value.split(separator: ",") {
-                let parts = directive.split(separator: "=", maxSplits: 1)
-                let name = parts.first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-                let argument = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) : nil
+            for (name, argument) in Self.directives(in: value) {
                 switch name {
                 case "max-age": maxAge = argument.flatMap(Self.seconds)
                 case "s-maxage": sharedMaxAge = argument.flatMap(Self.seconds)
                 case "no-store": noStore = true
-                case "no-cache": noCache = true
+                case "no-cache":
+                    if let argument, !argument.isEmpty {
+                        noCacheFields += argument.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                    } else {
+                        noCache = true
+                    }
                 case "must-revalidate", "proxy-revalidate": mustRevalidate = true
+                case "must-understand": mustUnderstand = true
                 case "public": isPublic = true
+                case "immutable": isImmutable = true
                 case "only-if-cached": onlyIfCached = true
+                case "min-fresh": minFresh = argument.flatMap(Self.seconds)
+                case "max-stale": maxStale = argument.map { Self.seconds($0) ?? 0 } ?? Self.largestDeltaSeconds
                 default: break
                 }
             }
         }
+    }
+
+    /// The directives of one field value: lowercased names, and arguments without their
+    /// quotes. A comma inside a quoted argument (`no-cache="a, b"`) does not end it.
+    static func directives(in value: String) -> [(name: String, argument: String?)] {
+        var directives: [(String, String?)] = []
+        var current = ""
+        var quoted = false
+        func finish() {
+            let parts = current.split(separator: "=", maxSplits: 1)
+            let name = parts.first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            if !name.isEmpty {
+                let argument = parts.count > 1
+                    ? parts[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                    : nil
+                directives.append((name, argument))
+            }
+            current = ""
+        }
+        for character in value {
+            if character == "\"" { quoted.toggle() }
+            if character == ",", !quoted {
+                finish()
+            } else {
+                current.append(character)
+            }
+        }
+        finish()
+        return directives
     }
 
     /// The largest delta-seconds value a cache keeps: a larger one means this many (RFC 9111
@@ -42,5 +88,3 @@ struct CacheControl {
         return min(Int(text) ?? largestDeltaSeconds, largestDeltaSeconds)
     }
 }
-
-import Foundation

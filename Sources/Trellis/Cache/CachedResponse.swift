@@ -36,14 +36,29 @@ struct CachedResponse: Codable, Sendable {
         self.status = head.status.code
         self.reasonPhrase = head.status.reasonPhrase
         // A stored response sets no cookies again: `Set-Cookie` was for the response that
-        // carried it (RFC 9111 section 3.1 lets a cache leave it out).
-        self.fields = head.headerFields.filter { $0.name != .setCookie }.map { [$0.name.rawName, $0.value] }
+        // carried it, and serving it again would bring back a cookie deleted since (Chromium
+        // stores responses without their cookies for the same reason). Nor are the fields
+        // that belong to the connection kept: `Connection` and the fields it names, and the
+        // other hop-by-hop ones (RFC 9111 section 3.1).
+        let connectionFields = Set(
+            head.headerFields[values: .connection].flatMap { $0.split(separator: ",") }
+                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        )
+        self.fields = head.headerFields.filter { field in
+            let name = field.name.canonicalName
+            return !Self.notStored.contains(name) && !connectionFields.contains(name)
+        }.map { [$0.name.rawName, $0.value] }
         self.varyValues = Self.varyValues(of: head, for: request)
         self.requestTime = requestTime
         self.responseTime = responseTime
         self.bodyLength = bodyLength
         self.bodyDigest = bodyDigest
     }
+
+    /// Fields never stored: cookies, and the hop-by-hop fields of RFC 9110 section 7.6.1.
+    private static let notStored: Set<String> = [
+        "set-cookie", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "trailer",
+    ]
 
     /// The names a response varies on, lowercased; `["*"]` for a response that varies on
     /// everything.
@@ -70,15 +85,30 @@ struct CachedResponse: Codable, Sendable {
         }
     }
 
-    /// How long the response is fresh for, from its `max-age` or `Expires`; `nil` when it gave
-    /// neither (it is then revalidated each time).
+    /// The statuses a cache may store without explicit freshness, and give a heuristic one
+    /// (RFC 9110 section 15.1).
+    static let heuristicallyCacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    /// The longest heuristic lifetime given: a response last modified a year ago is not
+    /// taken as fresh for five weeks.
+    static let longestHeuristicLifetime: TimeInterval = 24 * 60 * 60
+
+    /// How long the response is fresh for: its `max-age`, else its `Expires`, else, for a
+    /// heuristically cacheable status with `Last-Modified`, a tenth of the time since then
+    /// (RFC 9111 section 4.2.2, as browsers do), at most a day; `nil` when there is nothing to
+    /// go on (it is then revalidated each time).
     private func freshnessLifetime(_ head: HTTPResponse, _ control: CacheControl) -> TimeInterval? {
         if let maxAge = control.maxAge { return TimeInterval(maxAge) }
-        guard let expires = head.headerFields[.expires] else { return nil }
-        // An invalid Expires, "0" included, means already expired (RFC 9111 section 5.3).
-        guard let expiry = HTTPDate.parse(expires) else { return 0 }
         let date = head.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
-        return expiry.timeIntervalSince(date)
+        if let expires = head.headerFields[.expires] {
+            // An invalid Expires, "0" included, means already expired (RFC 9111 section 5.3).
+            guard let expiry = HTTPDate.parse(expires) else { return 0 }
+            return expiry.timeIntervalSince(date)
+        }
+        guard Self.heuristicallyCacheableStatuses.contains(status),
+            let lastModified = head.headerFields[.lastModified].flatMap(HTTPDate.parse)
+        else { return nil }
+        return min(max(0, date.timeIntervalSince(lastModified) / 10), Self.longestHeuristicLifetime)
     }
 
     /// The response's age now (RFC 9111 section 4.2.3).
@@ -99,11 +129,23 @@ struct CachedResponse: Codable, Sendable {
         return CacheControl.seconds(first.trimmingCharacters(in: .whitespaces))
     }
 
-    func isFresh(at now: Date) -> Bool {
+    /// Whether the stored response may answer a request with `request`'s `Cache-Control`
+    /// without being revalidated (RFC 9111 sections 4.2 and 5.2.1): it is fresh, or as stale
+    /// as the request allows, and as young and as fresh as the request asks.
+    func isUsable(for request: CacheControl, at now: Date) -> Bool {
         // The head is rebuilt from the stored fields once for the whole decision.
         let head = head
         let control = CacheControl(head.headerFields)
         guard !control.noCache, let lifetime = freshnessLifetime(head, control) else { return false }
-        return lifetime > currentAge(at: now, head: head)
+        let age = currentAge(at: now, head: head)
+        let isFresh = lifetime > age
+        // `immutable`: a reload's no-cache does not send a fresh response back to the server.
+        if isFresh, control.isImmutable { return true }
+        if request.noCache { return false }
+        if let maxAge = request.maxAge, age > TimeInterval(maxAge) || maxAge == 0 { return false }
+        if let minFresh = request.minFresh, lifetime - age < TimeInterval(minFresh) { return false }
+        if isFresh { return true }
+        guard let maxStale = request.maxStale, !control.mustRevalidate else { return false }
+        return age - lifetime <= TimeInterval(maxStale)
     }
 }

@@ -170,7 +170,9 @@ enum HTTPDate {
 
     static func parse(_ text: String) -> Date? {
         guard text.utf8.count <= 64, text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return nil }
-        let tokens = text.lowercased().split(separator: " ", omittingEmptySubsequences: true)
+        // One space between the parts, as the grammar says: `Expires` with runs of spaces is
+        // not a date (and so already expired), as browsers read it.
+        var tokens = text.lowercased().split(separator: " ", omittingEmptySubsequences: false)
         guard let first = tokens.first else { return nil }
         if first.hasSuffix(",") {
             let day = first.dropLast()
@@ -189,7 +191,8 @@ enum HTTPDate {
             }
             return nil
         }
-        // Sun Nov  6 08:49:37 1994
+        // Sun Nov  6 08:49:37 1994: a day of one digit is padded with a space.
+        if tokens.count == 6, tokens[2].isEmpty, tokens[3].count == 1 { tokens.remove(at: 2) }
         guard tokens.count == 5, shortDays.contains(String(first)), (1...2).contains(tokens[2].count), tokens[4].count == 4 else { return nil }
         return date(year: tokens[4], month: tokens[1], day: tokens[2], time: tokens[3])
     }

@@ -11,8 +11,10 @@ import NIOCore
 struct CacheStage: OptionalStage {
     let cache: HTTPCache
 
-    /// The statuses a cache may store (RFC 9110 section 15.1, heuristically cacheable ones).
-    private static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+    /// The statuses whose rules this cache follows, for `must-understand` (RFC 9111 section
+    /// 5.2.2.3): those RFC 9110 defines.
+    private static let understoodStatuses = Set([200, 201, 202, 203, 204, 205])
+        .union(300...308).subtracting([306]).union(400...417).union([421, 422, 426]).union(500...505)
 
     /// The methods that change nothing on the server (RFC 9110 section 9.2.1); any other one,
     /// unknown methods included, invalidates what the cache holds for its target.
@@ -49,8 +51,9 @@ struct CacheStage: OptionalStage {
         case .cachedElseLoad:
             if let stored { return Self.serve(stored.0, stored.1) }
         case .useCache, .reload:
-            let refused = control.noCache || control.maxAge == 0
-            if let stored, !refused, stored.0.isFresh(at: Date()) { return Self.serve(stored.0, stored.1) }
+            if let stored, stored.0.isUsable(for: control, at: Date()) {
+                return Self.serve(stored.0, stored.1, omitting: CacheControl(stored.0.head.headerFields).noCacheFields)
+            }
         }
         return try await fetch(request, key: key, revalidating: stored, storing: true, next: next)
     }
@@ -114,23 +117,33 @@ struct CacheStage: OptionalStage {
         }
     }
 
+    /// Whether HTTP lets the response be stored (RFC 9111 section 3), and it gives the cache
+    /// something to go on later: a lifetime, or a validator to revalidate with.
     private func isStorable(_ response: Response<ResponseBody>, for request: Request, size: Int) -> Bool {
-        guard Self.cacheableStatuses.contains(response.status.code), size <= cache.maximumEntrySize else { return false }
+        let code = response.status.code
+        // A final status, and not a part of a body (this cache does not store ranges).
+        guard code >= 200, code < 600, code != 206, code != 304, size <= cache.maximumEntrySize else { return false }
         let control = CacheControl(response.headerFields)
-        guard !control.noStore, !CachedResponse.varyNames(of: response.head).contains("*") else { return false }
+        if control.noStore, !(control.mustUnderstand && Self.understoodStatuses.contains(code)) { return false }
+        guard !CachedResponse.varyNames(of: response.head).contains("*") else { return false }
         // A response to a request with credentials may be kept only when it says so
         // (RFC 9111 section 3.5).
         if request.headerFields[.authorization] != nil, !(control.isPublic || control.sharedMaxAge != nil || control.mustRevalidate) {
             return false
         }
-        // Something to go on later: a lifetime, or a validator to revalidate with.
         let fields = response.headerFields
-        return control.maxAge != nil || fields[.expires] != nil || fields[.eTag] != nil || fields[.lastModified] != nil
+        let isExplicit = control.maxAge != nil || fields[.expires] != nil
+        guard isExplicit || control.isPublic || CachedResponse.heuristicallyCacheableStatuses.contains(code) else { return false }
+        return isExplicit || fields[.eTag] != nil || fields[.lastModified] != nil
     }
 
-    /// A stored response as the caller gets it, with its age.
-    private static func serve(_ entry: CachedResponse, _ body: ByteBuffer) -> Response<ResponseBody> {
+    /// A stored response as the caller gets it, with its age, and without the fields its
+    /// `no-cache="…"` names when it is served without revalidation.
+    private static func serve(_ entry: CachedResponse, _ body: ByteBuffer, omitting omitted: [String] = []) -> Response<ResponseBody> {
         var head = entry.head
+        for name in omitted {
+            if let fieldName = HTTPField.Name(name) { head.headerFields[fieldName] = nil }
+        }
         // An age past delta-seconds' largest value is that value, as a cache must send it.
         let age = min(entry.currentAge(at: Date(), head: head), TimeInterval(CacheControl.largestDeltaSeconds))
         head.headerFields[.age] = String(age.isNaN ? 0 : Int(max(0, age)))
