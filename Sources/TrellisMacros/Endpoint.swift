@@ -102,6 +102,25 @@ struct Endpoint {
 
     /// Reads a function, reporting every problem at the node that causes it. Returns `nil`
     /// when the function cannot be implemented.
+    /// The error for an endpoint declared `static` or `class`: an endpoint is called on a
+    /// service, which holds the client that sends it.
+    private static func staticProblem(_ function: FunctionDeclSyntax) -> Diagnostic? {
+        let isStatic = { (modifier: DeclModifierSyntax) in modifier.name.tokenKind == .keyword(.static) || modifier.name.tokenKind == .keyword(.class) }
+        guard let modifier = function.modifiers.first(where: isStatic) else { return nil }
+        var fixed = function
+        fixed.modifiers = function.modifiers.filter { !isStatic($0) }
+        if fixed.modifiers.isEmpty { fixed.funcKeyword.leadingTrivia = modifier.leadingTrivia }
+        let keyword = modifier.name.text
+        return Diagnostic(
+            node: Syntax(modifier),
+            message: TrellisDiagnostic(
+                "staticEndpoint",
+                "'\(function.name.text)' is declared '\(keyword)': an endpoint is called on a service, which holds the client that sends it; remove '\(keyword)'"
+            ),
+            fixIts: [FixIt(message: TrellisFixIt("Remove '\(keyword)'"), changes: [.replace(oldNode: Syntax(function), newNode: Syntax(fixed))])]
+        )
+    }
+
     static func analyze(_ function: FunctionDeclSyntax, diagnose: ((Diagnostic) -> Void)?) -> Endpoint? {
         var failed = false
         func report(_ node: some SyntaxProtocol, _ id: String, _ message: String, fixIts: [FixIt] = []) {
@@ -400,6 +419,11 @@ struct Endpoint {
 
         let bound = Set(pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name].compactMap { $0 })
         let queryParameters = parameters.filter { !bound.contains($0.name) }
+
+        if let problem = staticProblem(function) {
+            diagnose?(problem)
+            return nil
+        }
 
         if failed { return nil }
         return Endpoint(

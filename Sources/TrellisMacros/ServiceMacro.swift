@@ -27,10 +27,20 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         for member in service.memberBlock.members {
             if let function = member.decl.as(FunctionDeclSyntax.self) {
                 if let endpoint = Endpoint.analyze(function, diagnose: { context.diagnose($0) }) {
-                    members.append(contentsOf: implementation(of: endpoint, access: access))
+                    members.append(contentsOf: implementation(of: endpoint, access: access, context: context))
                 } else {
                     members.append(unavailableStub(for: function, access: access))
                 }
+            } else if let variable = member.decl.as(VariableDeclSyntax.self) {
+                context.diagnose(Diagnostic(
+                    node: Syntax(variable.bindingSpecifier),
+                    message: TrellisDiagnostic(
+                        "propertyRequirement",
+                        "a @Service protocol declares endpoints as 'async throws' functions; Trellis cannot implement a property (declare it in another protocol, or make it an endpoint)"
+                    )
+                ))
+                // A stub, so that the class still conforms and this is the only error.
+                members.append(unavailableStub(for: variable, access: access))
             } else if !member.decl.is(AssociatedTypeDeclSyntax.self) {
                 context.diagnose(Diagnostic(
                     node: Syntax(member.decl),
@@ -151,7 +161,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         "\(function.name.text)(\(arguments.joined(separator: ", ")))"
     }
 
-    private static func implementation(of endpoint: Endpoint, access: String) -> [String] {
+    private static func implementation(of endpoint: Endpoint, access: String, context: some MacroExpansionContext) -> [String] {
         let function = endpoint.function
         let arguments = endpoint.parameters.map(\.argument)
         let returnKeyword = isVoid(endpoint.returnKind) ? "" : "return "
@@ -223,7 +233,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         let formFields = endpoint.isForm && endpoint.body == nil
         if formFields { lines.append("__request.startForm()") }
         for parameter in endpoint.queryParameters {
-            lines.append("__request.\(formFields ? "formField" : "query")(\(literal(parameter.key)), \(parameter.name))")
+            lines += atDeclaration("__request.\(formFields ? "formField" : "query")(\(literal(parameter.key)), \(parameter.name))", of: parameter.syntax, in: context)
         }
         lines.append("__request.queryItems(_queryItems)")
         if endpoint.requiresAccessToken { lines.append("__request.requiresAccessToken = true") }
@@ -253,9 +263,9 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         case (nil, .responseVoid):
             lines.append("return try await self._serviceCore.response(__request)")
         case (nil, .response(let type)):
-            lines.append("return try await self._serviceCore.response(__request, as: \(type).self)")
+            lines += atDeclaration("return try await self._serviceCore.response(__request, as: \(type).self)", of: function.signature.returnClause.map(Syntax.init) ?? Syntax(function.signature), in: context)
         case (nil, .value(let type)):
-            lines.append("return try await self._serviceCore.value(__request, as: \(type).self)")
+            lines += atDeclaration("return try await self._serviceCore.value(__request, as: \(type).self)", of: function.signature.returnClause.map(Syntax.init) ?? Syntax(function.signature), in: context)
         }
         let full = """
                 \(access)\(signature(of: function, appending: (endpoint.isFileUpload ? ["_payloadDescription: Trellis.PayloadDescription?"] : []) + ["_queryItems: [Trellis.QueryItem]"])) {
@@ -294,13 +304,43 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
     /// What stands in for a function the macro reported an error for: the requirement exactly
     /// as declared, so that the one diagnostic at the declaration is the only error (a stub
     /// with another signature would add "does not conform to protocol").
+    /// `line`, marked as written at `node` in the user's file: a type error in it (a return
+    /// type that is neither `Decodable` nor `Parsable`, a query parameter of a type no query
+    /// holds) is then reported at the user's declaration, with the message of the unavailable
+    /// overload it falls to, rather than inside the expansion.
+    private static func atDeclaration(_ line: String, of node: some SyntaxProtocol, in context: some MacroExpansionContext) -> [String] {
+        guard let location = context.location(of: node, at: .afterLeadingTrivia, filePathMode: .filePath) else { return [line] }
+        return ["#sourceLocation(file: \(location.file), line: \(location.line))", line, "#sourceLocation()"]
+    }
+
+    /// A body for a requirement Trellis reported an error on, so that the class still
+    /// conforms and that error is the only one. A `static` requirement stays `static`.
     private static func unavailableStub(for function: FunctionDeclSyntax, access: String) -> String {
         let declared = function.with(\.attributes, []).with(\.modifiers, []).with(\.body, nil).trimmedDescription
         return """
-                \(access)\(declared) {
+                \(access)\(staticPrefix(function.modifiers))\(declared) {
                     fatalError("Trellis could not implement '\(function.name.text)'; see the error reported at its declaration")
                 }
             """
+    }
+
+    private static func unavailableStub(for variable: VariableDeclSyntax, access: String) -> String {
+        variable.bindings.compactMap { binding -> String? in
+            guard let type = binding.typeAnnotation?.type.trimmedDescription else { return nil }
+            let name = binding.pattern.trimmedDescription
+            let failure = "fatalError(\"Trellis could not implement '\(name)'; see the error reported at its declaration\")"
+            let settable = binding.accessorBlock?.description.contains("set") ?? false
+            let accessors = settable ? "get { \(failure) }\n        set {}" : failure
+            return """
+                    \(access)\(staticPrefix(variable.modifiers))var \(name): \(type) {
+                        \(accessors)
+                    }
+                """
+        }.joined(separator: "\n\n")
+    }
+
+    private static func staticPrefix(_ modifiers: DeclModifierListSyntax) -> String {
+        modifiers.contains { $0.name.tokenKind == .keyword(.static) || $0.name.tokenKind == .keyword(.class) } ? "static " : ""
     }
 
     private static func isVoid(_ kind: Endpoint.ReturnKind) -> Bool {

@@ -262,6 +262,32 @@ struct DiagnosticTests {
         )
     }
 
+    @Test func aStaticEndpointIsRefusedAtItsDeclaration() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Blog {
+                @GET("/posts")
+                static func posts() async throws -> [Post]
+            }
+            """,
+            [
+                DiagnosticSpec(
+                    message: "'posts' is declared 'static': an endpoint is called on a service, which holds the client that sends it; remove 'static'",
+                    line: 4, column: 5,
+                    fixIts: [FixItSpec(message: "Remove 'static'")]
+                )
+            ],
+            fixedSource: """
+                @Service
+                protocol Blog {
+                    @GET("/posts")
+                    func posts() async throws -> [Post]
+                }
+                """
+        )
+    }
+
     @Test func serviceOnSomethingOtherThanAProtocol() {
         assertDiagnostics(
             """
@@ -369,7 +395,7 @@ struct DiagnosticTests {
             """,
             [
                 DiagnosticSpec(
-                    message: "a @Service protocol declares endpoints as functions; Trellis cannot implement this member",
+                    message: "a @Service protocol declares endpoints as 'async throws' functions; Trellis cannot implement a property (declare it in another protocol, or make it an endpoint)",
                     line: 3, column: 5
                 )
             ]

@@ -92,7 +92,9 @@ struct ExpansionTests {
                 func post(id: Int, _queryItems: [Trellis.QueryItem]) async throws -> Post {
                     var __request = try self._serviceCore.request(.get, path: "/posts/\(Trellis._RequestBuilder.pathSegment(id, name: "id"))", query: "", template: "/posts/{id}")
                     __request.queryItems(_queryItems)
+                    #sourceLocation(file: "test.swift", line: 4)
                     return try await self._serviceCore.value(__request, as: Post.self)
+                    #sourceLocation()
                 }
             }
             """#
@@ -145,7 +147,9 @@ struct ExpansionTests {
                 func getAllPosts(_queryItems: [Trellis.QueryItem]) async throws -> [Post] {
                     var __request = self._serviceCore.request(.get, path: "/posts", query: "", template: "/posts")
                     __request.queryItems(_queryItems)
+                    #sourceLocation(file: "test.swift", line: 4)
                     return try await self._serviceCore.value(__request, as: [Post].self)
+                    #sourceLocation()
                 }
             }
             """#
@@ -198,10 +202,16 @@ struct ExpansionTests {
                     try __request.header("Accept", "application/json")
                     try __request.header("X-Trace", trace)
                     try __request.body(comment)
+                    #sourceLocation(file: "test.swift", line: 7)
                     __request.query("page", page)
+                    #sourceLocation()
+                    #sourceLocation(file: "test.swift", line: 7)
                     __request.query("tags", tags)
+                    #sourceLocation()
                     __request.queryItems(_queryItems)
+                    #sourceLocation(file: "test.swift", line: 7)
                     return try await self._serviceCore.response(__request, as: Comment.self)
+                    #sourceLocation()
                 }
             }
 
@@ -292,8 +302,12 @@ struct ExpansionTests {
                 func update(displayName: String, bio: String?, _queryItems: [Trellis.QueryItem]) async throws {
                     var __request = self._serviceCore.request(.put, path: "/profile", query: "", template: "/profile")
                     __request.startForm()
+                    #sourceLocation(file: "test.swift", line: 11)
                     __request.formField("displayName", displayName)
+                    #sourceLocation()
+                    #sourceLocation(file: "test.swift", line: 11)
                     __request.formField("bio", bio)
+                    #sourceLocation()
                     __request.queryItems(_queryItems)
                     try await self._serviceCore.perform(__request)
                 }
@@ -352,7 +366,9 @@ struct ExpansionTests {
                     var __request = self._serviceCore.request(.get, path: "/me", query: "", template: "/me")
                     __request.queryItems(_queryItems)
                     __request.requiresAccessToken = true
+                    #sourceLocation(file: "test.swift", line: 5)
                     return try await self._serviceCore.value(__request, as: User.self)
+                    #sourceLocation()
                 }
             }
             """#
@@ -681,7 +697,9 @@ struct ExpansionTests {
                     var __request = self._serviceCore.request(.post, path: "/avatar", query: "", template: "/avatar")
                     try __request.fileUpload(image, parameter: "image", description: _payloadDescription)
                     __request.queryItems(_queryItems)
+                    #sourceLocation(file: "test.swift", line: 4)
                     return try await self._serviceCore.value(__request, as: Data.self)
+                    #sourceLocation()
                 }
             }
             """#
@@ -733,7 +751,9 @@ struct ExpansionTests {
                 func call(_queryItems: [Trellis.QueryItem]) async throws -> Data {
                     var __request = self._serviceCore.request(\#(method), path: "/x", query: "", template: "/x")
                     __request.queryItems(_queryItems)
+                    #sourceLocation(file: "test.swift", line: 4)
                     return try await self._serviceCore.value(__request, as: Data.self)
+                    #sourceLocation()
                 }
             }
             """#

@@ -124,6 +124,16 @@ public struct _RequestBuilder {
 
     /// Adds query items given at the call site; an item with a `nil` value is sent as a bare
     /// name (`?flag`).
+    /// What a query parameter of any other type meets: an error at the parameter, naming
+    /// the types a query holds.
+    @available(
+        *, unavailable,
+        message: "a query parameter is a String, a number, a Bool, a Date, a UUID, a type conforming to ParameterValue, an enum with such raw values, an optional or an array of these; use one, or send this value in the body"
+    )
+    public mutating func query<Value>(_ name: String, _ value: Value?) {
+        fatalError("unavailable")
+    }
+
     public mutating func queryItems(_ items: [URLQueryItem]) {
         for item in items {
             let name = PercentEncoding.queryComponent(item.name)
@@ -267,6 +277,16 @@ public struct _RequestBuilder {
     }
 
     /// Adds a form field; `nil` adds nothing.
+    /// What a form field of any other type meets: an error at the parameter, naming the types
+    /// a form field holds.
+    @available(
+        *, unavailable,
+        message: "a form field is a String, a number, a Bool, a Date, a UUID, a type conforming to ParameterValue, an enum with such raw values, an optional or an array of these"
+    )
+    public mutating func formField<Value>(_ name: String, _ value: Value?) {
+        fatalError("unavailable")
+    }
+
     public mutating func formField<Value: ParameterValue>(_ name: String, _ value: Value?) {
         guard let value else { return }
         appendFormField(name, value.parameterValue)

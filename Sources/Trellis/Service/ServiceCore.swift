@@ -121,6 +121,25 @@ public final class _ServiceCore: Sendable {
     }
 
     /// Sends the request and returns status and headers.
+    /// What a return type of any other kind meets: an error at the declaration, naming the
+    /// kinds an endpoint returns.
+    @available(
+        *, unavailable,
+        message: "an endpoint returns a Decodable or Parsable value, Response<…> of one, Data, String, Void, a download or an event stream; make this type conform to Decodable or to Parsable"
+    )
+    public func value<Value>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Value {
+        fatalError("unavailable")
+    }
+
+    /// The same for `Response<…>`.
+    @available(
+        *, unavailable,
+        message: "Response<…> holds a Decodable or Parsable value, Data, String or Void; make this type conform to Decodable or to Parsable"
+    )
+    public func response<Value>(_ builder: _RequestBuilder, as type: Value.Type) async throws -> Response<Value> {
+        fatalError("unavailable")
+    }
+
     public func response(_ builder: _RequestBuilder) async throws -> Response<Void> {
         try await serviceClient.response(for: makeRequest(builder))
     }
