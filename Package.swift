@@ -189,6 +189,12 @@ if Context.environment["TRELLIS_FUZZ"] != nil {
         .executableTarget(name: "fuzz-retry-after", dependencies: ["Trellis"], path: "Fuzz/RetryAfter"),
         .executableTarget(name: "fuzz-content-range", dependencies: ["Trellis"], path: "Fuzz/ContentRange"),
         .executableTarget(
+            name: "fuzz-cache-headers",
+            dependencies: ["Trellis", .product(name: "HTTPTypes", package: "swift-http-types")],
+            path: "Fuzz/CacheHeaders"
+        ),
+        .executableTarget(name: "fuzz-set-cookie", dependencies: ["Trellis"], path: "Fuzz/SetCookie"),
+        .executableTarget(
             name: "fuzz-websocket-handshake",
             dependencies: [
                 "Trellis",

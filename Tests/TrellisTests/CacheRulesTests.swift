@@ -66,6 +66,12 @@ struct CacheRulesTests {
         #expect(last.headerFields[HTTPField.Name("c")!] == "3")
     }
 
+    /// A comma after U+070F is one Character with it; read by Characters, `no-store` was part
+    /// of an unknown directive and the response was stored.
+    @Test func noDirectiveHidesInAGraphemeCluster() async throws {
+        #expect(try await served(["Cache-Control: max-age=600, \u{070F},no-store"]).reachedServer == 2)
+    }
+
     @Test func theFieldsConnectionNamesAreNotStored() async throws {
         let (reached, last) = try await served(["Cache-Control: max-age=3600", "Connection: a", "a: 1", "c: 3"])
         #expect(reached == 1)

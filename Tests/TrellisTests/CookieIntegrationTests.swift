@@ -393,6 +393,17 @@ struct SetCookieParsingTests {
         #expect(jar.cookies.first { $0.name == "p" }?.path == "/v1")
     }
 
+    /// Found by `fuzz-set-cookie`: U+070F joins the `;` after it into one Character, and a
+    /// split of the Characters kept `; other=x` in the value, which then went into the
+    /// `Cookie` field as a second cookie. Fields are split by Unicode scalars.
+    @Test func noDelimiterHidesInAGraphemeCluster() throws {
+        let jar = try jar(storing: ["a=x\u{070F}; injected=1; Path=/", "b=\u{070F}=y"], from: "https://api.example.com/")
+        #expect(jar.cookies.map(\.name) == ["a", "b"])
+        #expect(jar.cookies.first?.value == "x\u{070F}")
+        let header = jar.cookies(for: try #require(URL(string: "https://api.example.com/"))).map { "\($0.name)=\($0.value)" }
+        #expect(!header.joined().contains("injected"))
+    }
+
     @Test func aHostPrefixedCookieWithADomainIsNotSentToASibling() throws {
         let jar = try jar(storing: ["__Host-id=1; Secure; Path=/; Domain=example.com", "__Secure-id=2; Secure; Domain=example.com; Path=/"], from: "https://www.example.com/")
         #expect(jar.cookies(for: try #require(URL(string: "https://evil.example.com/"))).map(\.name) == ["__Secure-id"])

@@ -31,7 +31,7 @@ struct CacheControl {
                 case "no-store": noStore = true
                 case "no-cache":
                     if let argument, !argument.isEmpty {
-                        noCacheFields += argument.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                        noCacheFields += argument.fieldListElements.map { $0.lowercased() }
                     } else {
                         noCache = true
                     }
@@ -49,28 +49,32 @@ struct CacheControl {
     }
 
     /// The directives of one field value: lowercased names, and arguments without their
-    /// quotes. A comma inside a quoted argument (`no-cache="a, b"`) does not end it.
+    /// quotes. A comma inside a quoted argument (`no-cache="a, b"`) does not end it. Read by
+    /// Unicode scalars (see `fieldParts(separatedBy:)`), so no comma hides in a grapheme.
     static func directives(in value: String) -> [(name: String, argument: String?)] {
         var directives: [(String, String?)] = []
-        var current = ""
+        var current = String.UnicodeScalarView()
         var quoted = false
         func finish() {
-            let parts = current.split(separator: "=", maxSplits: 1)
-            let name = parts.first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            let parts = String(current).fieldParts(separatedBy: "=", maxSplits: 1)
+            let name = parts[0].trimmedOfSpacesAndTabs.lowercased()
             if !name.isEmpty {
-                let argument = parts.count > 1
-                    ? parts[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-                    : nil
+                var argument = parts.count > 1 ? parts[1].trimmedOfSpacesAndTabs : nil
+                if var scalars = argument?.unicodeScalars, scalars.first == "\"" {
+                    scalars.removeFirst()
+                    if scalars.last == "\"" { scalars.removeLast() }
+                    argument = String(scalars)
+                }
                 directives.append((name, argument))
             }
-            current = ""
+            current = String.UnicodeScalarView()
         }
-        for character in value {
-            if character == "\"" { quoted.toggle() }
-            if character == ",", !quoted {
+        for scalar in value.unicodeScalars {
+            if scalar == "\"" { quoted.toggle() }
+            if scalar == ",", !quoted {
                 finish()
             } else {
-                current.append(character)
+                current.append(scalar)
             }
         }
         finish()

@@ -40,10 +40,7 @@ struct CachedResponse: Codable, Sendable {
         // stores responses without their cookies for the same reason). Nor are the fields
         // that belong to the connection kept: `Connection` and the fields it names, and the
         // other hop-by-hop ones (RFC 9111 section 3.1).
-        let connectionFields = Set(
-            head.headerFields[values: .connection].flatMap { $0.split(separator: ",") }
-                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        )
+        let connectionFields = Set(head.headerFields[values: .connection].flatMap(\.fieldListElements).map { $0.lowercased() })
         self.fields = head.headerFields.filter { field in
             let name = field.name.canonicalName
             return !Self.notStored.contains(name) && !connectionFields.contains(name)
@@ -63,9 +60,7 @@ struct CachedResponse: Codable, Sendable {
     /// The names a response varies on, lowercased; `["*"]` for a response that varies on
     /// everything.
     static func varyNames(of head: HTTPResponse) -> [String] {
-        head.headerFields[values: .vary].flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            .filter { !$0.isEmpty }
+        head.headerFields[values: .vary].flatMap(\.fieldListElements).map { $0.lowercased() }
     }
 
     static func varyValues(of head: HTTPResponse, for request: Request) -> [String: String] {

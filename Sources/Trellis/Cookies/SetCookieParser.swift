@@ -55,12 +55,13 @@ enum SetCookieParser {
         // is what comes before the first `=`, the value what follows, each without the spaces
         // and tabs around it, and neither held to the stricter grammar servers are asked to
         // use (a space, a quote, a comma and UTF-8 are kept as sent).
-        var parts = field.split(separator: ";", omittingEmptySubsequences: false).makeIterator()
-        guard let pair = parts.next(), let equals = pair.firstIndex(of: "=") else {
+        var parts = field.fieldParts(separatedBy: ";").makeIterator()
+        guard let pair = parts.next(), pair.unicodeScalars.contains("=") else {
             return .refused("it has no name=value pair")
         }
-        let name = trimmed(pair[..<equals])
-        let value = trimmed(pair[pair.index(after: equals)...])
+        let halves = pair.fieldParts(separatedBy: "=", maxSplits: 1)
+        let name = halves[0].trimmedOfSpacesAndTabs
+        let value = halves[1].trimmedOfSpacesAndTabs
         guard !name.isEmpty else { return .refused("its name is empty") }
         guard name.utf8.count + value.utf8.count <= maximumCookieSize else {
             return .refused("its name and value are longer than \(maximumCookieSize) bytes")
@@ -150,21 +151,9 @@ enum SetCookieParser {
         return .accepted(cookie)
     }
 
-    private static func split(_ attribute: Substring) -> (String, String) {
-        guard let equals = attribute.firstIndex(of: "=") else {
-            return (trimmed(attribute), "")
-        }
-        return (
-            trimmed(attribute[..<equals]),
-            trimmed(attribute[attribute.index(after: equals)...])
-        )
-    }
-
-    /// `text` without the spaces and tabs around it (RFC 6265's WSP, and nothing else).
-    private static func trimmed(_ text: Substring) -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = text.firstIndex(where: { !isSpace($0) }), let last = text.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(text[first...last])
+    private static func split(_ attribute: String) -> (String, String) {
+        let halves = attribute.fieldParts(separatedBy: "=", maxSplits: 1)
+        return (halves[0].trimmedOfSpacesAndTabs, halves.count > 1 ? halves[1].trimmedOfSpacesAndTabs : "")
     }
 
     /// A control character other than a tab.
