@@ -120,8 +120,7 @@ struct CachedResponse: Codable, Sendable {
     /// delta-seconds (RFC 9111 section 5.1).
     static func age(of head: HTTPResponse) -> Int? {
         guard let value = head.headerFields[values: .age].first else { return nil }
-        let first = value.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        return CacheControl.seconds(first.trimmingCharacters(in: .whitespaces))
+        return CacheControl.seconds(value.fieldParts(separatedBy: ",", maxSplits: 1)[0].trimmedOfSpacesAndTabs)
     }
 
     /// Whether the stored response may answer a request with `request`'s `Cache-Control`

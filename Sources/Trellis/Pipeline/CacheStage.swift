@@ -52,7 +52,7 @@ struct CacheStage: OptionalStage {
             if let stored { return Self.serve(stored.0, stored.1) }
         case .useCache, .reload:
             if let stored, stored.0.isUsable(for: control, at: Date()) {
-                return Self.serve(stored.0, stored.1, omitting: CacheControl(stored.0.head.headerFields).noCacheFields)
+                return Self.serve(stored.0, stored.1, omittingNoCacheFields: true)
             }
         }
         return try await fetch(request, key: key, revalidating: stored, storing: true, next: next)
@@ -137,12 +137,14 @@ struct CacheStage: OptionalStage {
         return isExplicit || fields[.eTag] != nil || fields[.lastModified] != nil
     }
 
-    /// A stored response as the caller gets it, with its age, and without the fields its
-    /// `no-cache="…"` names when it is served without revalidation.
-    private static func serve(_ entry: CachedResponse, _ body: ByteBuffer, omitting omitted: [String] = []) -> Response<ResponseBody> {
+    /// A stored response as the caller gets it, with its age, and, when asked (a fresh one
+    /// served without revalidation), without the fields its `no-cache="…"` names.
+    private static func serve(_ entry: CachedResponse, _ body: ByteBuffer, omittingNoCacheFields: Bool = false) -> Response<ResponseBody> {
         var head = entry.head
-        for name in omitted {
-            if let fieldName = HTTPField.Name(name) { head.headerFields[fieldName] = nil }
+        if omittingNoCacheFields {
+            for name in CacheControl(head.headerFields).noCacheFields {
+                if let fieldName = HTTPField.Name(name) { head.headerFields[fieldName] = nil }
+            }
         }
         // An age past delta-seconds' largest value is that value, as a cache must send it.
         let age = min(entry.currentAge(at: Date(), head: head), TimeInterval(CacheControl.largestDeltaSeconds))

@@ -12,7 +12,7 @@ import NIOHTTP1
 /// a connection failed here. Browsers and OkHttp drop the connection and send the request
 /// again, as for a stale one.
 ///
-/// The guard sits after the parser and counts the answers the connection has ended. A parse
+/// The guard sits after the parser and notes whether the connection has ended an answer. A parse
 /// error before the head of a later answer is then reported as ``LeftoverBytes``, and the
 /// connection is closed; the retry stage sends an idempotent request that failed so again, on
 /// another connection, up to three times. A parse error on a connection's first answer is the
@@ -37,8 +37,8 @@ enum ReusedConnectionGuard {
         typealias InboundIn = HTTPClientResponsePart
         typealias InboundOut = HTTPClientResponsePart
 
-        /// Answers ended on this connection.
-        private var answersEnded = 0
+        /// Whether an answer has ended on this connection.
+        private var hasEndedAnAnswer = false
         /// Whether the head of the answer under way has come.
         private var headCame = false
 
@@ -47,7 +47,7 @@ enum ReusedConnectionGuard {
             case .head(let head) where head.status.code >= 200:
                 headCame = true
             case .end:
-                if headCame { answersEnded += 1 }
+                if headCame { hasEndedAnAnswer = true }
                 headCame = false
             default:
                 break
@@ -56,7 +56,7 @@ enum ReusedConnectionGuard {
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
-            guard let parserError = error as? HTTPParserError, parserError != .invalidEOFState, answersEnded > 0, !headCame else {
+            guard let parserError = error as? HTTPParserError, parserError != .invalidEOFState, hasEndedAnAnswer, !headCame else {
                 context.fireErrorCaught(error)
                 return
             }

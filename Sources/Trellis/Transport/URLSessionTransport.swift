@@ -23,6 +23,8 @@ public final class URLSessionTransport: Transport {
 
     private let session: URLSession
     private let delegate: SessionDelegate
+    /// The deadlines of the streamed calls' heads (see `send`).
+    private let headDeadlines = DeadlineTimer<Exchange> { $0.headTimedOut() }
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
 
@@ -88,15 +90,15 @@ public final class URLSessionTransport: Transport {
             task = session.dataTask(with: urlRequest)
         }
         let exchange = Exchange(task: task, delegateQueue: session.delegateQueue, request: request, timeout: timeout, spool: spool)
-        if request.bufferLimit == nil {
-            // A streamed call's head is held to the deadline here: libcurl's timeout waits for
-            // the next byte, and a server that sends a header line now and then never lets it
-            // fire. (A buffered call's whole exchange is held to it by the pipeline.)
-            exchange.failHead(after: (request.deadline ?? .now + timeout) - .now)
-        }
+        // A streamed call's head is held to the deadline here: libcurl's timeout waits for the
+        // next byte, and a server that sends a header line now and then never lets it fire. (A
+        // buffered call's whole exchange is held to it by the pipeline.)
+        let headDeadline = request.bufferLimit == nil ? NIODeadline.now() + TimeAmount((request.deadline ?? .now + timeout) - .now) : nil
+        let headDeadlines = headDeadlines
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.start(continuation, delegate: delegate)
+                if let headDeadline { exchange.holdHead(to: headDeadline, on: headDeadlines) }
             }
         } onCancel: {
             exchange.cancel()
@@ -134,8 +136,8 @@ private final class Exchange: @unchecked Sendable {
         var pinMismatch: String?
         /// Body bytes received so far.
         var received = 0
-        /// Fails a streamed call whose head is late (``failHead(after:)``).
-        var headTimer: DispatchWorkItem?
+        /// Where a streamed call's head deadline is watched (``holdHead(to:on:)``).
+        var headDeadline: (timer: DeadlineTimer<Exchange>, token: DeadlineTimer<Exchange>.Token)?
     }
 
     let task: URLSessionDataTask
@@ -178,36 +180,48 @@ private final class Exchange: @unchecked Sendable {
     }
 
     func cancel() {
-        let continuation = state.withLockedValue { state in
-            state.cancelled = true
-            defer { state.headContinuation = nil }
-            return state.headContinuation
-        }
+        state.withLockedValue { $0.cancelled = true }
+        let continuation = takeHeadContinuation()
         canceller.cancel()
         continuation?.resume(throwing: CancellationError())
     }
 
-    /// Fails the exchange with ``TrellisError/timedOut(_:)``, and cancels its task, if the
-    /// response head has not come within `wait`.
-    func failHead(after wait: Duration) {
-        let check = DispatchWorkItem { [weak self] in
-            guard let self, let continuation = self.state.withLockedValue({ state in
-                defer { state.headContinuation = nil }
-                return state.headContinuation
-            }) else { return }
-            self.canceller.cancel()
-            continuation.resume(throwing: TrellisError.timedOut(TimeoutFailure(timeout: self.timeout, request: RequestLog.summary(self.request))))
+    /// The caller waiting for the head, at most once: whoever takes it (the head, the end,
+    /// a cancellation, the head's deadline) resumes it. The head's deadline stops being
+    /// watched then.
+    private func takeHeadContinuation() -> CheckedContinuation<Response<ResponseBody>, any Error>? {
+        let (continuation, deadline) = state.withLockedValue { state in
+            defer {
+                state.headContinuation = nil
+                state.headDeadline = nil
+            }
+            return (state.headContinuation, state.headDeadline)
         }
-        state.withLockedValue { $0.headTimer = check }
-        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, min(wait.inSeconds, 1_000_000)), execute: check)
+        if let deadline { deadline.timer.unwatch(deadline.token) }
+        return continuation
+    }
+
+    /// Holds the wait for the response head to `deadline`, watched by `timer`; nothing when
+    /// the wait has ended already.
+    func holdHead(to deadline: NIODeadline, on timer: DeadlineTimer<Exchange>) {
+        let token = timer.watch(self, until: deadline)
+        let waiting = state.withLockedValue { state in
+            if state.headContinuation != nil { state.headDeadline = (timer, token) }
+            return state.headContinuation != nil
+        }
+        if !waiting { timer.unwatch(token) }
+    }
+
+    /// The head's deadline passed: fails the exchange with ``TrellisError/timedOut(_:)`` and
+    /// cancels its task, if the head has not come.
+    func headTimedOut() {
+        guard let continuation = takeHeadContinuation() else { return }
+        canceller.cancel()
+        continuation.resume(throwing: TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: RequestLog.summary(request))))
     }
 
     func received(_ response: URLResponse) {
-        state.withLockedValue { $0.headTimer?.cancel() }
-        guard let continuation = state.withLockedValue({ state in
-            defer { state.headContinuation = nil }
-            return state.headContinuation
-        }) else { return }
+        guard let continuation = takeHeadContinuation() else { return }
         guard let httpResponse = response as? HTTPURLResponse, var head = httpResponse.httpResponse else {
             continuation.resume(throwing: protocolViolation("the response is not an HTTP response"))
             return
@@ -286,11 +300,7 @@ private final class Exchange: @unchecked Sendable {
         // it, and a cancellation from then on must not reach the task.
         canceller.taskCompleted()
         spool.map(FileIO.remove)
-        let continuation = state.withLockedValue { state in
-            state.headTimer?.cancel()
-            defer { state.headContinuation = nil }
-            return state.headContinuation
-        }
+        let continuation = takeHeadContinuation()
         if let error {
             let translated = translate(error)
             continuation?.resume(throwing: translated)

@@ -8,7 +8,7 @@ import NIOCore
 /// script returns nothing). For the hostile surfaces where a test needs
 /// one exact answer (a `304` with an `Age` no integer holds, a body that overruns its length)
 /// rather than a route of ``HostileServer``.
-final class ScriptedServer: Sendable {
+final class ScriptedServer: StoppableTestServer {
     /// A request as the server read it.
     struct Received: Sendable {
         /// The request line and header lines, as sent.
@@ -51,15 +51,7 @@ final class ScriptedServer: Sendable {
 
     /// Runs `body` with a started server, and stops it afterwards, whether `body` threw or not.
     static func with<Result: Sendable>(_ script: @escaping Script, _ body: (ScriptedServer) async throws -> Result) async throws -> Result {
-        let server = try await ScriptedServer(script)
-        do {
-            let result = try await body(server)
-            try await server.stop()
-            return result
-        } catch {
-            try? await server.stop()
-            throw error
-        }
+        try await running({ try await ScriptedServer(script) }, body)
     }
 
     private final class Handler: ChannelInboundHandler, @unchecked Sendable {

@@ -122,16 +122,16 @@ enum RawListener {
     }
 }
 
-/// A raw server of the fault tests, which a test starts, uses and stops.
-protocol RawTestServer: Sendable {
-    init() async throws
+/// A server a test starts, uses and stops.
+protocol StoppableTestServer: Sendable {
     func stop() async throws
 }
 
-extension RawTestServer {
-    /// Runs `body` with a started server, and stops it afterwards, whether `body` threw or not.
-    static func with<Result: Sendable>(_ body: (Self) async throws -> Result) async throws -> Result {
-        let server = try await Self()
+extension StoppableTestServer {
+    /// Runs `body` with the server `start` makes, and stops it afterwards, whether `body`
+    /// threw or not.
+    static func running<Result: Sendable>(_ start: () async throws -> Self, _ body: (Self) async throws -> Result) async throws -> Result {
+        let server = try await start()
         do {
             let result = try await body(server)
             try await server.stop()
@@ -140,5 +140,17 @@ extension RawTestServer {
             try? await server.stop()
             throw error
         }
+    }
+}
+
+/// A raw server of the fault tests, which a test starts, uses and stops.
+protocol RawTestServer: StoppableTestServer {
+    init() async throws
+}
+
+extension RawTestServer {
+    /// Runs `body` with a started server, and stops it afterwards, whether `body` threw or not.
+    static func with<Result: Sendable>(_ body: (Self) async throws -> Result) async throws -> Result {
+        try await running({ try await Self() }, body)
     }
 }
