@@ -46,14 +46,22 @@ final class WebSocketLink: Sendable {
         channel: any Channel,
         closeFrame: NIOLockedValueBox<WebSocketClosure?>
     ) async -> WebSocketLink {
-        await withCheckedContinuation { continuation in
+        // The link also passes through a lock: a continuation resumed before its task has
+        // suspended hands its value over inside the Swift runtime, where ThreadSanitizer cannot
+        // see the ordering, and the link's fields would be reported as a race.
+        let handedOver = NIOLockedValueBox<WebSocketLink?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Task {
                 try? await asyncChannel.executeThenClose { inbound, outbound in
-                    continuation.resume(returning: WebSocketLink(channel: channel, inbound: inbound, outbound: outbound, closeFrame: closeFrame))
+                    handedOver.withLockedValue {
+                        $0 = WebSocketLink(channel: channel, inbound: inbound, outbound: outbound, closeFrame: closeFrame)
+                    }
+                    continuation.resume()
                     try await channel.closeFuture.get()
                 }
             }
         }
+        return handedOver.withLockedValue { $0! }
     }
 
     func frames() -> WebSocketFrames? {
