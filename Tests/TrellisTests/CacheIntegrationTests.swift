@@ -67,7 +67,7 @@ struct CacheIntegrationTests {
     func aFreshResponseIsServedWithoutTheNetworkAndNoStoreNeverIs(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
             #expect(try await text(client, url, "c/fresh") == "fresh 1")
             #expect(try await text(client, url, "c/fresh") == "fresh 1")
             #expect(routes.hits("fresh") == 1)
@@ -83,11 +83,27 @@ struct CacheIntegrationTests {
         }
     }
 
+    /// Freshness follows the cache's clock: once its `max-age` has passed, a stored response
+    /// is fetched again.
+    @Test func aStoredResponseGoesStaleWhenItsClockPassesItsLifetime() async throws {
+        let routes = CacheRoutes()
+        let clock = FrozenClock()
+        try await TestServer.with(routes.install) { url in
+            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen(clock: clock) }
+            let first = try await text(client, url, "c/fresh")
+            clock.advance(by: 30)
+            let halfway = try await text(client, url, "c/fresh")
+            clock.advance(by: 31)
+            let past = try await text(client, url, "c/fresh")
+            #expect([first, halfway, past] == ["fresh 1", "fresh 1", "fresh 2"])
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func staleResponsesAreRevalidatedWithETagAndLastModified(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
             #expect(try await text(client, url, "c/etag") == "tagged body")
             let revalidated = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "c/etag")))
             // The 304 is served as the stored 200, its body, and the 304's new headers.
@@ -106,7 +122,7 @@ struct CacheIntegrationTests {
     func varyAndCredentialsDecideWhatIsServed(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
             func speaking(_ language: String) async throws -> String {
                 try await text(client, url, "c/vary") { try $0.setHeader("Accept-Language", language) }
             }
@@ -136,7 +152,7 @@ struct CacheIntegrationTests {
     func eachCachePolicyDoesWhatItSays(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
             // Only if cached, with nothing stored: a 504 from the cache, and no request.
             let miss = await #expect(throws: TrellisError.self) {
                 try await text(client, url, "c/fresh") { $0.cachePolicy = .onlyIfCached }
@@ -166,12 +182,13 @@ struct CacheIntegrationTests {
     @Test func aDiskCacheServesANewClientAndRefusesATruncatedEntry() async throws {
         let routes = CacheRoutes()
         let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-cache-\(UUID().uuidString)")
+        let clock = FrozenClock()
         defer { try? FileManager.default.removeItem(at: directory) }
         try await TestServer.with(routes.install) { url in
-            let first = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: directory) }
+            let first = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: directory, now: clock.now) }
             #expect(try await text(first, url, "c/fresh") == "fresh 1")
 
-            let second = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: directory) }
+            let second = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: directory, now: clock.now) }
             #expect(try await text(second, url, "c/fresh") == "fresh 1")
             #expect(routes.hits("fresh") == 1)
 
@@ -191,7 +208,7 @@ struct CacheIntegrationTests {
     @Test func aCachedResponseSetsNoCookieAgain() async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url) { $0.cache = HTTPCache() }
+            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen() }
             let served1 = try await text(client, url, "c/cookie")
             #expect(served1 == "cookie 1")
             #expect(client.configuration.cookies?.cookies.map(\.name) == ["seen"])
@@ -206,7 +223,7 @@ struct CacheIntegrationTests {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
             // "fresh 1" is 7 bytes: over an entry size of 6, every call goes to the server.
-            let client = Client(baseURL: url) { $0.cache = HTTPCache(maximumEntrySize: 6) }
+            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen(maximumEntrySize: 6) }
             let served3 = try await text(client, url, "c/fresh")
             #expect(served3 == "fresh 1")
             let served4 = try await text(client, url, "c/fresh")
@@ -219,7 +236,7 @@ struct CacheIntegrationTests {
         try await TestServer.with(routes.install) { url in
             // Room for two entries, not three: each counts its key, URL, fields and body, about
             // 140 bytes for "fresh", 150 for "public" and 170 for "vary".
-            let client = Client(baseURL: url) { $0.cache = HTTPCache(memoryCapacity: 360) }
+            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen(memoryCapacity: 360) }
             _ = try await text(client, url, "c/fresh")
             _ = try await text(client, url, "c/public")
             _ = try await text(client, url, "c/fresh")   // used again: the public one is older
@@ -247,7 +264,7 @@ extension CacheIntegrationTests {
     func anEndpointsCachePolicyIsItsOwn(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let articles = CachedArticlesService(client: Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache() })
+            let articles = CachedArticlesService(client: Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() })
             let first = try await articles.fresh()
             let second = try await articles.fresh()
             let reloaded = try await articles.freshFromTheServer()

@@ -47,12 +47,12 @@ struct CacheStage: OptionalStage {
         let stored = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
         switch policy {
         case .onlyIfCached:
-            return stored.map { Self.serve($0.0, $0.1) } ?? Response(head: HTTPResponse(status: .gatewayTimeout), body: ResponseBody())
+            return stored.map { Self.serve($0.0, $0.1, at: cache.now()) } ?? Response(head: HTTPResponse(status: .gatewayTimeout), body: ResponseBody())
         case .cachedElseLoad:
-            if let stored { return Self.serve(stored.0, stored.1) }
+            if let stored { return Self.serve(stored.0, stored.1, at: cache.now()) }
         case .useCache, .reload:
-            if let stored, stored.0.isUsable(for: control, at: Date()) {
-                return Self.serve(stored.0, stored.1, omittingNoCacheFields: true)
+            if let stored, stored.0.isUsable(for: control, at: cache.now()) {
+                return Self.serve(stored.0, stored.1, at: cache.now(), omittingNoCacheFields: true)
             }
         }
         return try await fetch(request, key: key, revalidating: stored, storing: true, next: next)
@@ -73,9 +73,9 @@ struct CacheStage: OptionalStage {
             if let etag = head.headerFields[.eTag] { outgoing.headerFields[.ifNoneMatch] = etag }
             if let modified = head.headerFields[.lastModified] { outgoing.headerFields[.ifModifiedSince] = modified }
         }
-        let requestTime = Date()
+        let requestTime = cache.now()
         let response = try await next(outgoing)
-        let responseTime = Date()
+        let responseTime = cache.now()
         if let stored, response.status.code == 304 {
             var head = stored.0.head
             for field in response.headerFields where ![.contentLength, .contentEncoding, .transferEncoding].contains(field.name) {
@@ -86,7 +86,7 @@ struct CacheStage: OptionalStage {
                 bodyLength: stored.1.readableBytes, bodyDigest: stored.0.bodyDigest
             )
             await cache.save(key, refreshed, body: stored.1)
-            return Self.serve(refreshed, stored.1)
+            return Self.serve(refreshed, stored.1, at: cache.now())
         }
         guard storing, let body = response.body.bytes, isStorable(response, for: request, size: body.readableBytes) else {
             // What the server now says replaces what was stored, even when it cannot be kept.
@@ -139,7 +139,12 @@ struct CacheStage: OptionalStage {
 
     /// A stored response as the caller gets it, with its age, and, when asked (a fresh one
     /// served without revalidation), without the fields its `no-cache="…"` names.
-    private static func serve(_ entry: CachedResponse, _ body: ByteBuffer, omittingNoCacheFields: Bool = false) -> Response<ResponseBody> {
+    private static func serve(
+        _ entry: CachedResponse,
+        _ body: ByteBuffer,
+        at now: Date,
+        omittingNoCacheFields: Bool = false
+    ) -> Response<ResponseBody> {
         var head = entry.head
         if omittingNoCacheFields {
             for name in CacheControl(head.headerFields).noCacheFields {
@@ -147,7 +152,7 @@ struct CacheStage: OptionalStage {
             }
         }
         // An age past delta-seconds' largest value is that value, as a cache must send it.
-        let age = min(entry.currentAge(at: Date(), head: head), TimeInterval(CacheControl.largestDeltaSeconds))
+        let age = min(entry.currentAge(at: now, head: head), TimeInterval(CacheControl.largestDeltaSeconds))
         head.headerFields[.age] = String(age.isNaN ? 0 : Int(max(0, age)))
         return Response(head: head, body: ResponseBody(body))
     }
