@@ -38,6 +38,8 @@ let package = Package(
         // for an app that depends on Trellis; the demo and the benchmarks, whose servers would
         // count, are packages of their own (`Demo/`, `Benchmarks/`).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        // Tests only: stopping the test servers gracefully (Hummingbird runs on it).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // SHA-256 of public keys for pinning (CryptoKit on Apple platforms); in tests, of
         // transferred bytes.
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -142,6 +144,7 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -82,7 +82,7 @@ struct ConnectionLoopHintTests {
     /// A call whose body streams takes the async API; while it is under way, another call is
     /// not alone. (The limit turns a call that fails before asking for its body, which would
     /// leave the test waiting for the signal, into a failure.)
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.hangGuard)
     func aCallStreamingItsBodyCountsAsUnderWay() async throws {
         try await TestServer.with(TestRoutes.install) { url in
             let transport = AsyncHTTPClientTransport()

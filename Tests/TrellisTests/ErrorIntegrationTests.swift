@@ -123,7 +123,7 @@ struct ErrorIntegrationTests {
         #expect(mock.count == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func cancellingTheTaskClosesTheConnection(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
         let probe = ProbeService(client: Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) })
@@ -137,7 +137,7 @@ struct ErrorIntegrationTests {
         try await silent.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func timeoutsEndTheRequest(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
         // Long enough for the request to leave even when the whole suite runs in parallel on
@@ -156,7 +156,7 @@ struct ErrorIntegrationTests {
         try await silent.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func aBodyThatStallsAfterTheHeadTimesOut(_ kind: TransportKind) async throws {
         try await TestServer.with(TestRoutes.install) { url in
             let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts.request = .milliseconds(300) }
@@ -188,7 +188,7 @@ struct ErrorIntegrationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func perRequestTimeoutOverridesTheClients(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
         let client = Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) }

@@ -37,7 +37,7 @@ private struct ShortTimeout: Middleware {
 
 /// One regression test per hole a misbehaving server found (the pipeline issue), against
 /// ``HostileServer``, over both transports where the hole was in a transport.
-@Suite("Hostile servers", .timeLimit(.minutes(2)))
+@Suite("Hostile servers", .hangGuard)
 struct HostileServerTests {
     private func get(_ url: URL, _ path: String) throws -> Request {
         try Request(method: .get, url: URL(string: url.absoluteString + path)!)
@@ -94,7 +94,7 @@ struct HostileServerTests {
 
     // A deadline that never fires would leave these calls waiting forever: the limit makes it
     // a failure.
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func aTimeoutSetByAMiddlewareOrAnEndpointIsTheOneApplied(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport, middlewares: [ShortTimeout(timeout: .milliseconds(250))])
@@ -108,7 +108,7 @@ struct HostileServerTests {
     }
 
     // A broken idle timer would leave the streams waiting forever: the limit makes it a failure.
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func stalledStreamsEndAtTheIdleTimeout(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
             // The request timeout stays long: what ends these waits is the idle timeout (long
@@ -150,7 +150,7 @@ struct HostileServerTests {
     /// (libcurl's, under URLSession, waited on past 12 s): a streamed call's head must still
     /// come within the request timeout. The server trickles on for 5 minutes: a transport that
     /// waits for it fails the test at its time limit.
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func aHeadThatTricklesInEndsAtTheRequestTimeout(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport) { $0.timeouts.request = .seconds(2) }
@@ -183,7 +183,7 @@ struct HostileServerTests {
     /// read on, or kept the connection open after it stopped, fails at the time limit. The
     /// request timeout is longer than that, so that the transport's own timeout cannot be what
     /// closes it.
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func aBodyOverTheLimitStopsTheTransfer(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport) {
@@ -513,7 +513,7 @@ struct HostileServerTests {
     /// An HTTP/2 answer without `:status`, or whose body is longer or shorter than its
     /// `content-length`, fails its call at once (SwiftNIO's codec closes the stream with
     /// PROTOCOL_ERROR), names the fault, and is not sent again, whatever the retry policy.
-    @Test(.timeLimit(.minutes(1))) func anHTTP2AnswerThatBreaksTheProtocolFailsAtOnceAndIsNotRetried() async throws {
+    @Test(.hangGuard) func anHTTP2AnswerThatBreaksTheProtocolFailsAtOnceAndIsNotRetried() async throws {
         try await HostileHTTP2Server.with { server in
             let transport = http2Transport(trusting: server)
             let client = Client(baseURL: server.url, transport: transport) {
@@ -531,7 +531,7 @@ struct HostileServerTests {
     /// The limits and timeouts hold over HTTP/2 as over HTTP/1: a body over the limit resets
     /// its stream, which ends the flood (it never ends otherwise, so a client that read on
     /// fails at the time limit), and a stalled body ends at the idle timeout or the deadline.
-    @Test(.timeLimit(.minutes(1))) func limitsAndTimeoutsHoldOverHTTP2() async throws {
+    @Test(.hangGuard) func limitsAndTimeoutsHoldOverHTTP2() async throws {
         try await HostileHTTP2Server.with { server in
             let transport = http2Transport(trusting: server)
             let client = Client(baseURL: server.url, transport: transport) {

@@ -151,7 +151,7 @@ struct OpenAPIIntegrationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func uploadsStreamChunkByChunkAndArriveWhole(_ kind: TransportKind) async throws {
         try await withPetStore(kind) { api, server, _ in
             let chunkSize = 64 * 1024
@@ -199,7 +199,7 @@ struct OpenAPIIntegrationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func downloadsStreamAndOnlyStreamedOperationsMayExceedTheBodyLimit(_ kind: TransportKind) async throws {
         let size = 4 << 20
         try await withPetStore(kind, configure: { $0.limits.maximumBodySize = 1 << 20 }) { api, server, _ in
@@ -230,7 +230,7 @@ struct OpenAPIIntegrationTests {
     /// into memory, so the transport stops it at the client's limit. The flood never ends: only
     /// the client's closing the connection ends it, before the time limit (the request timeout
     /// is longer, so the transport's own timeout cannot be what closes it).
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func aFloodedJSONBodyStopsAtTheClientLimit(_ kind: TransportKind) async throws {
         try await HostileServer.with { hostile in
             let client = Trellis.Client(baseURL: hostile.url, transport: kind.transport) {

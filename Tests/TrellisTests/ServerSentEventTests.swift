@@ -150,7 +150,7 @@ struct ServerSentEventIntegrationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func cancellingTheConsumerClosesTheConnection(_ kind: TransportKind) async throws {
         let server = try await FaultServer()
         let client = Client(baseURL: server.url, transport: kind.transport)

@@ -43,7 +43,7 @@ struct TLSIntegrationTests {
         try await transport.shutdown()
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func anUntrustedCertificateIsATLSFailure(_ kind: TransportKind) async throws {
         let certificates = try TestCertificates()
         try await TLSTestServer.with(certificates, TestRoutes.install) { secureURL in

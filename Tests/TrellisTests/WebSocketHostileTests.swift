@@ -62,7 +62,7 @@ struct WebSocketHostileTests {
             let base = URL(string: url.absoluteString.replacingOccurrences(of: "ws://", with: "http://"))!
             let client = Client(baseURL: base, middlewares: [RefuseResponses()])
             await #expect(throws: RefuseResponses.Refused.self) {
-                _ = try await client.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "hold")))
+                _ = try await client.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "hold")), options: .patient)
             }
             var iterator = events.makeAsyncIterator()
             #expect(await iterator.next() == "opened")
@@ -74,11 +74,11 @@ struct WebSocketHostileTests {
     /// or 1007 for a close reason that is not UTF-8 (as for text that is not): the reader gets
     /// `webSocketClosed` with that code and the reason, and the server gets a close frame with
     /// it, masked as every frame from a client must be.
-    @Test(.timeLimit(.minutes(1)), arguments: HostileWebSocketServer.routes)
+    @Test(.hangGuard, arguments: HostileWebSocketServer.routes)
     func aFrameAgainstTheProtocolFailsTheConnection(_ path: String, code: UInt16) async throws {
         try await HostileWebSocketServer.with { server in
             let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
-            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)))
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)), options: .patient)
             var received: [Trellis.WebSocketMessage] = []
             let error = await #expect(throws: TrellisError.self, "\(path)") {
                 for try await message in connection.messages { received.append(message) }
@@ -97,13 +97,13 @@ struct WebSocketHostileTests {
 
     /// A 101 that turns on an extension or chooses a subprotocol the request did not offer
     /// fails the upgrade; one that chooses a subprotocol it did offer opens the connection.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.hangGuard)
     func anUpgradeToWhatWasNotOfferedFails() async throws {
         try await HostileWebSocketServer.with { server in
             let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
             for (path, named) in [("/unasked-extension", "the extension permessage-deflate"), ("/unasked-protocol", "the subprotocol chat")] {
                 let error = await #expect(throws: TrellisError.self, "\(path)") {
-                    _ = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)))
+                    _ = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)), options: .patient)
                 }
                 guard case .connectionFailed(let failure) = error else {
                     Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
@@ -113,7 +113,7 @@ struct WebSocketHostileTests {
             }
             var offer = try Trellis.Request(method: .get, url: server.url.appending(path: "/chat"))
             offer.headerFields[HTTPField.Name("Sec-WebSocket-Protocol")!] = "superchat, chat"
-            let connection = try await client.webSocket(for: offer)
+            let connection = try await client.webSocket(for: offer, options: .patient)
             var texts: [String] = []
             for try await message in connection.messages {
                 if case .text(let text) = message { texts.append(text) }
@@ -124,11 +124,11 @@ struct WebSocketHostileTests {
 
     /// The control for the routes above: fragments with a ping between them make one message,
     /// and the ping is answered with a masked pong.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.hangGuard)
     func fragmentsWithAPingBetweenThemMakeOneMessage() async throws {
         try await HostileWebSocketServer.with { server in
             let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
-            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: "/fine")))
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: "/fine")), options: .patient)
             var texts: [String] = []
             for try await message in connection.messages {
                 if case .text(let text) = message { texts.append(text) }

@@ -35,7 +35,7 @@ struct WebSocketIntegrationTests {
     @Test func textBinaryAndJSONMessagesEchoInOrder() async throws {
         try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
             let client = Client(baseURL: base(url))
-            let socket = try await client.webSocket(for: request(url, "echo"))
+            let socket = try await client.webSocket(for: request(url, "echo"), options: .patient)
             var messages = socket.messages.makeAsyncIterator()
 
             try await socket.send("héllo ✓")
@@ -67,7 +67,7 @@ struct WebSocketIntegrationTests {
     @Test func jsonIsSentAndDecodedWithTheClientsCoders() async throws {
         try await WebSocketTestServer.with({ $0.ws("notes", onUpgrade: WebSocketTestServer.echo) }) { url in
             let client = Client(baseURL: base(url))
-            let socket = try await client.webSocket(for: request(url, "notes"))
+            let socket = try await client.webSocket(for: request(url, "notes"), options: .patient)
             try await socket.send(json: Note(id: 1, text: "first"))
             try await socket.send(json: Note(id: 2, text: "second"))
             try await socket.send("{\"id\": \"not a number\"}")
@@ -97,13 +97,13 @@ struct WebSocketIntegrationTests {
         try await WebSocketTestServer.with(routes) { url in
             let client = Client(baseURL: base(url))
 
-            let normal = try await client.webSocket(for: request(url, "normal"))
+            let normal = try await client.webSocket(for: request(url, "normal"), options: .patient)
             var received: [Trellis.WebSocketMessage] = []
             for try await message in normal.messages { received.append(message) }
             #expect(received == [.text("bye")])
             #expect(normal.closure == WebSocketClosure(code: .normalClosure, reason: "done"))
 
-            let refused = try await client.webSocket(for: request(url, "policy"))
+            let refused = try await client.webSocket(for: request(url, "policy"), options: .patient)
             var messages = refused.messages.makeAsyncIterator()
             #expect(try await messages.next() == .text("bye"))
             let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
@@ -125,7 +125,7 @@ struct WebSocketIntegrationTests {
             }
         }
         try await WebSocketTestServer.with(routes) { url in
-            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "quiet"))
+            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "quiet"), options: .patient)
             try await socket.send("one")
             await socket.close(.goingAway, reason: "leaving")
             // The server's answering close frame, seen though nothing was reading.
@@ -150,7 +150,7 @@ struct WebSocketIntegrationTests {
             }
         }
         try await WebSocketTestServer.with(routes) { url in
-            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "hold"))
+            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "hold"), options: .patient)
             let (started, startedSink) = AsyncStream.makeStream(of: Void.self)
             let reader = Task {
                 var count = 0
@@ -170,7 +170,7 @@ struct WebSocketIntegrationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func anUnansweredPingEndsTheConnection() async throws {
+    @Test(.hangGuard) func anUnansweredPingEndsTheConnection() async throws {
         let server = try await RawWebSocketServer(scripts: [.silent])
         let client = Client(baseURL: base(server.url))
         let options = WebSocketOptions(pingInterval: .milliseconds(50), pingTimeout: .milliseconds(100))
@@ -185,7 +185,7 @@ struct WebSocketIntegrationTests {
         try await server.stop()
     }
 
-    @Test(.timeLimit(.minutes(1))) func aDroppedConnectionIsReconnectedWithBackoff() async throws {
+    @Test(.hangGuard) func aDroppedConnectionIsReconnectedWithBackoff() async throws {
         let server = try await RawWebSocketServer(scripts: [.sendThenDrop("one"), .sendThenClose("two")])
         let waits = NIOLockedValueBox<[Duration]>([])
         let policy = RetryPolicy(maximumRetries: 3, initialDelay: .milliseconds(100), jitter: 0) { delay in
@@ -205,9 +205,9 @@ struct WebSocketIntegrationTests {
         try await server.stop()
     }
 
-    @Test(.timeLimit(.minutes(1))) func withoutReconnectionADroppedConnectionIsAnError() async throws {
+    @Test(.hangGuard) func withoutReconnectionADroppedConnectionIsAnError() async throws {
         let server = try await RawWebSocketServer(scripts: [.sendThenDrop("one")])
-        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url))
+        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url), options: .patient)
         var messages = socket.messages.makeAsyncIterator()
         #expect(try await messages.next() == .text("one"))
         let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
@@ -220,9 +220,9 @@ struct WebSocketIntegrationTests {
         try await server.stop()
     }
 
-    @Test(.timeLimit(.minutes(1))) func textThatIsNotUTF8IsRefusedWith1007() async throws {
+    @Test(.hangGuard) func textThatIsNotUTF8IsRefusedWith1007() async throws {
         let server = try await RawWebSocketServer(scripts: [.sendText([0x6F, 0x6B, 0xC3, 0x28])])
-        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url))
+        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url), options: .patient)
         var messages = socket.messages.makeAsyncIterator()
         let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
         guard case .webSocketClosed(let closure) = error else {
@@ -266,7 +266,7 @@ struct WebSocketIntegrationTests {
             refreshes.withLockedValue { $0 += 1 }
             return AccessToken(accessToken: "fresh")
         }
-        let socket = try await client.webSocket(for: upgrade)
+        let socket = try await client.webSocket(for: upgrade, options: .patient)
         var messages = socket.messages.makeAsyncIterator()
         #expect(try await messages.next() == .text("Bearer fresh"))
         #expect(refreshes.withLockedValue { $0 } == 1)
@@ -278,7 +278,7 @@ struct WebSocketIntegrationTests {
         }
         var plain = try Trellis.Request(method: .get, url: url)
         plain.requireAccessToken()
-        let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: plain) }
+        let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: plain, options: .patient) }
         guard case .unacceptableStatus(let failure) = error else {
             Issue.record("expected unacceptableStatus, got \(String(describing: error))")
             return
@@ -346,7 +346,7 @@ struct WebSocketIntegrationTests {
         try await WebSocketTestServer.with(tls: tls, routes) { url in
             let pinned = try CertificatePinning([PinnedHost("localhost", certificates: [PinnedCertificate(der: certificates.leaf.toDERBytes())])])
             let client = Client(baseURL: base(url)) { $0.security.pinning = pinned }
-            let socket = try await client.webSocket(for: request(url, "echo"))
+            let socket = try await client.webSocket(for: request(url, "echo"), options: .patient)
             try await socket.send("over TLS")
             var messages = socket.messages.makeAsyncIterator()
             #expect(try await messages.next() == .text("over TLS"))
@@ -356,7 +356,7 @@ struct WebSocketIntegrationTests {
                 PinnedHost("localhost", certificates: [PinnedCertificate(der: certificates.authority.toDERBytes())], publicKeys: [PinnedCertificate(der: stranger.leaf.toDERBytes()).publicKeyPin])
             ])
             let refusing = Client(baseURL: base(url)) { $0.security.pinning = wrongKey }
-            let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: request(url, "echo")) }
+            let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: request(url, "echo"), options: .patient) }
             guard case .pinningFailed(let failure) = error else {
                 Issue.record("expected pinningFailed, got \(String(describing: error))")
                 return
@@ -365,7 +365,7 @@ struct WebSocketIntegrationTests {
 
             // Without pins, the test certificate is not trusted.
             let untrusting = Client(baseURL: base(url))
-            let untrusted = await #expect(throws: TrellisError.self) { _ = try await untrusting.webSocket(for: request(url, "echo")) }
+            let untrusted = await #expect(throws: TrellisError.self) { _ = try await untrusting.webSocket(for: request(url, "echo"), options: .patient) }
             guard case .tlsFailed = untrusted else {
                 Issue.record("expected tlsFailed, got \(String(describing: untrusted))")
                 return
@@ -377,7 +377,7 @@ struct WebSocketIntegrationTests {
     @Test func aRefusedUpgradeIsAStatusFailure() async throws {
         try await WebSocketTestServer.with({ _ in }) { url in
             let client = Client(baseURL: base(url))
-            let error = await #expect(throws: TrellisError.self) { _ = try await client.webSocket(for: request(url, "nowhere")) }
+            let error = await #expect(throws: TrellisError.self) { _ = try await client.webSocket(for: request(url, "nowhere"), options: .patient) }
             guard case .unacceptableStatus(let failure) = error else {
                 Issue.record("expected unacceptableStatus, got \(String(describing: error))")
                 return
@@ -387,7 +387,7 @@ struct WebSocketIntegrationTests {
         }
         let client = Client(baseURL: URL(string: "http://127.0.0.1:1")!)
         let refused = await #expect(throws: TrellisError.self) {
-            _ = try await client.webSocket(for: Trellis.Request(method: .get, url: URL(string: "ws://127.0.0.1:1/x")!))
+            _ = try await client.webSocket(for: Trellis.Request(method: .get, url: URL(string: "ws://127.0.0.1:1/x")!), options: .patient)
         }
         guard case .connectionFailed = refused else {
             Issue.record("expected connectionFailed, got \(String(describing: refused))")

@@ -295,7 +295,7 @@ extension YggdrasilEndpointTests {
 
     /// An endpoint value is cancelled as a service's call is: the task's cancellation closes
     /// the connection and the call throws `CancellationError`.
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases)
+    @Test(.hangGuard, arguments: TransportKind.allCases)
     func cancellingAnEndpointCallClosesTheConnection(_ kind: TransportKind) async throws {
         let silent = try await SilentServer()
         let client = Client(baseURL: silent.url, transport: kind.transport) { $0.timeouts.request = .seconds(600) }

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ServiceLifecycle
 
 /// An in-process Hummingbird server on 127.0.0.1 with a port chosen by the system.
 enum TestServer {
@@ -43,16 +44,25 @@ enum TestServer {
         var logger = Logger(label: "test-server")
         logger.logLevel = .critical
         let app = try make({ channel in portSink.yield(channel.localAddress?.port ?? 0) }, logger)
-        let server = Task { try await app.run() }
+        // Stopped gracefully, not cancelled: cancelling drops the connections the server has
+        // accepted but not yet handed to its loop, and SwiftNIO traps on such a connection
+        // ("Deinited NIOAsyncWriter without calling finish()"), which a slow machine met when
+        // a client's connection arrived as its test ended. A graceful stop closes the
+        // listener, handles what it accepted, and lets answers in flight end; what is still
+        // running after a few seconds (a route that never ends) is cancelled.
+        var configuration = ServiceGroupConfiguration(services: [app], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(5)
+        let services = ServiceGroup(configuration: configuration)
+        let server = Task { try await services.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CancellationError() }
         do {
             let result = try await body(port)
-            server.cancel()
+            await services.triggerGracefulShutdown()
             _ = await server.result
             return result
         } catch {
-            server.cancel()
+            await services.triggerGracefulShutdown()
             _ = await server.result
             throw error
         }

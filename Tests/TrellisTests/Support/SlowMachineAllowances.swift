@@ -1,0 +1,19 @@
+import Testing
+import Trellis
+
+extension Trait where Self == TimeLimitTrait {
+    /// The time limit of a test that would hang if the code under test were wrong. It is a
+    /// guard, not a measure: long enough that no slow machine reaches it (under
+    /// ThreadSanitizer on two cores the whole suite runs at once for about 70 s), so reaching
+    /// it means a hang. How fast something happens is measured in the benchmarks, never here.
+    static var hangGuard: Self { .timeLimit(.minutes(5)) }
+}
+
+extension WebSocketOptions {
+    /// Options for a test that is not about the WebSocket timers: no pings, and connect and
+    /// close timeouts long enough that a slow machine never reaches them. A test that is about
+    /// them sets its own.
+    static var patient: WebSocketOptions {
+        WebSocketOptions(pingInterval: nil, closeTimeout: .seconds(120), connectTimeout: .seconds(120))
+    }
+}
