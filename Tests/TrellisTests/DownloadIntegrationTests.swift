@@ -27,7 +27,7 @@ struct DownloadIntegrationTests {
         try await withTransferServer { url, shelf in
             let blob = Blob(size: size, seed: UInt64(size))
             shelf["blob"] = blob
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("blob.bin")
                 let file = try await client.download(for: Request(method: .get, url: url.appending(path: "files/blob")), to: destination)
@@ -45,7 +45,7 @@ struct DownloadIntegrationTests {
     func aDownloadWithoutDestinationGoesToANewTemporaryFile(_ kind: TransportKind) async throws {
         try await withTransferServer { url, shelf in
             shelf["report.pdf"] = Blob(size: 5000, seed: 9)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             let request = try Request(method: .get, url: url.appending(path: "files/report.pdf"))
             let first = try await client.download(for: request)
             // The same file by URL, Foundation's `download(from:)` spelling.
@@ -66,7 +66,7 @@ struct DownloadIntegrationTests {
             let blob = Blob(size: 8 * 1024 * 1024, seed: 21)
             shelf["big"] = blob
             shelf.dropNext("big", after: 3 * 1024 * 1024)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("big.bin")
                 let request = try Request(method: .get, url: url.appending(path: "files/big"))
@@ -100,7 +100,7 @@ struct DownloadIntegrationTests {
             shelf["file"] = blob
             shelf.dropNext("file", after: 1024 * 1024)
             shelf.ignoreRange(for: "file")
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("file.bin")
                 let request = try Request(method: .get, url: url.appending(path: "files/file"))
@@ -120,7 +120,7 @@ struct DownloadIntegrationTests {
         try await withTransferServer { url, shelf in
             shelf["doc"] = Blob(size: 4 * 1024 * 1024, seed: 1)
             shelf.dropNext("doc", after: 1024 * 1024)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("doc.bin")
                 let request = try Request(method: .get, url: url.appending(path: "files/doc"))
@@ -144,7 +144,7 @@ struct DownloadIntegrationTests {
         try await withTransferServer { url, shelf in
             let blob = Blob(size: 6 * 1024 * 1024, seed: 3)
             shelf["blob"] = blob
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let task = client.downloadTask(
                     for: try Request(method: .get, url: url.appending(path: "files/blob")),
@@ -169,7 +169,7 @@ struct DownloadIntegrationTests {
         try await withTransferServer { url, shelf in
             shelf["endless"] = Blob(size: 16 * 1024 * 1024, seed: 4)
             shelf.stall("endless")
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("endless.bin")
                 let task = client.downloadTask(
@@ -197,7 +197,7 @@ struct DownloadIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func aMissingFileIsAnUnacceptableStatusAndNoFile(_ kind: TransportKind) async throws {
         try await withTransferServer { url, _ in
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let destination = directory.appendingPathComponent("none")
                 let error = await #expect(throws: TrellisError.self) {
@@ -217,7 +217,7 @@ struct DownloadIntegrationTests {
     @Test func aDestinationInAMissingDirectoryIsAFileFailure() async throws {
         try await withTransferServer { url, shelf in
             shelf["blob"] = Blob(size: 10, seed: 1)
-            let client = Client(baseURL: url)
+            let client = Client(baseURL: url) { $0.timeouts = .patient }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.download(
                     for: Request(method: .get, url: url.appending(path: "files/blob")),

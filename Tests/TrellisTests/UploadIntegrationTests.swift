@@ -62,7 +62,7 @@ struct UploadIntegrationTests {
     func aFileUploadIsByteForByteWhatTheServerReceived(_ kind: TransportKind, size: Int) async throws {
         try await withTransferServer { url, _ in
             let blob = Blob(size: size, seed: UInt64(size) + 100)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let file = directory.appendingPathComponent("upload.png")
                 try blob.data.write(to: file)
@@ -89,7 +89,7 @@ struct UploadIntegrationTests {
     func dataUploadsSendTheirBytes(_ kind: TransportKind) async throws {
         try await withTransferServer { url, _ in
             let blob = Blob(size: 300_001, seed: 8)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             let request = try Request(method: .post, url: url.appending(path: "upload"))
             let received = try await client.uploadTask(for: request, from: RequestBody(blob.data), as: ReceivedUpload.self).value
             #expect(received.sha256 == blob.sha256)
@@ -104,7 +104,7 @@ struct UploadIntegrationTests {
         try await withTransferServer { url, _ in
             let photo = Blob(size: 1024 * 1024 + 5, seed: 77)
             let notes = Blob(size: 1000, seed: 78)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let photoURL = directory.appendingPathComponent("Ferien \"Süd\".JPG")
                 try photo.data.write(to: photoURL)
@@ -145,7 +145,7 @@ struct UploadIntegrationTests {
             // multipart-kit's parser, in a debug build, takes about a second per MiB on the
             // server; the 64 MiB case is the plain file upload.
             let big = Blob(size: 2 * 1024 * 1024 + 3, seed: 64)
-            let client = Client(baseURL: url, transport: kind.transport)
+            let client = Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }
             try await withScratchDirectory { directory in
                 let file = directory.appendingPathComponent("big.bin")
                 try big.data.write(to: file)
@@ -162,7 +162,7 @@ struct UploadIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func fileUploadTakesSnowdropsPayloadDescription(_ kind: TransportKind) async throws {
         try await withTransferServer { url, _ in
-            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport))
+            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient })
             let image = Data("not really a png".utf8)
             let described = try await service.uploadImage(
                 image,
@@ -197,7 +197,7 @@ struct UploadIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func aFileUploadTakesAnyUploadableFile(_ kind: TransportKind) async throws {
         try await withTransferServer { url, _ in
-            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport))
+            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient })
             let image = JPEGImage(jpeg: Data([0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3]))
             let own = try await service.uploadAvatar(image)
             #expect(own.first?.disposition == "form-data; name=\"image\"; filename=\"photo.jpeg\"")
@@ -221,7 +221,7 @@ struct UploadIntegrationTests {
         try await withTransferServer { url, shelf in
             let blob = Blob(size: 123_456, seed: 6)
             shelf["photo.jpg"] = blob
-            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport))
+            let service = TransfersService(client: Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient })
             let fileURL = try await service.fetch(name: "photo.jpg")
             defer { try? FileManager.default.removeItem(at: fileURL) }
             #expect(try Digest.hex(ofFile: fileURL) == blob.sha256)

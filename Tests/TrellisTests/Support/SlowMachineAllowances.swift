@@ -17,3 +17,10 @@ extension WebSocketOptions {
         WebSocketOptions(pingInterval: nil, closeTimeout: .seconds(120), connectTimeout: .seconds(120))
     }
 }
+
+extension Client.Configuration.Timeouts {
+    /// For a test that moves many bytes and is not about timeouts: under ThreadSanitizer, every
+    /// test at once on two cores, one large upload over URLSession took more than the default
+    /// minute.
+    static var patient: Self { Self(request: .seconds(600), idle: .seconds(600)) }
+}
