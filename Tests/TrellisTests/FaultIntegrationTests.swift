@@ -23,17 +23,6 @@ final class RecordingSleeper: Sendable {
     }
 }
 
-/// What each retry was for, so that an unexpected retry says why it happened.
-final class RetryCauses: ClientEventMonitor {
-    private let causes = NIOLockedValueBox<[String]>([])
-
-    var recorded: [String] { causes.withLockedValue { $0 } }
-
-    func retryScheduled(retry: Int, delay: Duration, cause: RetryCause, for request: Request) {
-        causes.withLockedValue { $0.append("retry \(retry) of \(request.urlString): \(cause)") }
-    }
-}
-
 /// The faults a client meets in the wild, each of which must end promptly in an error the
 /// caller can switch on.
 enum Fault: String, CaseIterable, CustomTestStringConvertible, Sendable {
@@ -91,7 +80,8 @@ struct FaultIntegrationTests {
         let raw = try await FaultServer()
         let flaky = FlakyRoutes()
         let sleeper = RecordingSleeper()
-        let causes = RetryCauses()
+        // Every event of the call, so that an unexpected retry says why it happened.
+        let events = EventLog()
         defer { Task { try? await raw.stop() } }
         try await TestServer.with({ router in
             TestRoutes.install(router)
@@ -104,7 +94,7 @@ struct FaultIntegrationTests {
             let client = Client(baseURL: url, transport: kind.transport) {
                 $0.timeouts.request = isTimeout ? .seconds(2) : .seconds(600)
                 $0.retry = sleeper.policy()
-                $0.observability.eventMonitors = [causes]
+                $0.observability.eventMonitors = [events]
             }
             let target: URL
             switch fault {
@@ -130,9 +120,9 @@ struct FaultIntegrationTests {
             case (.connectionFailed(let reason), .connectionFailed(let failure)?):
                 if let reason { #expect(failure.reason.contains(reason), "\(failure)") }
                 // Retried as a connection failure, with growing waits.
-                #expect(sleeper.recorded.count == 2, "\(causes.recorded)")
+                #expect(sleeper.recorded.count == 2, "\(events.events)")
             case (.timedOut, .timedOut?):
-                #expect(sleeper.recorded.count == 2, "\(causes.recorded)")
+                #expect(sleeper.recorded.count == 2, "\(events.events)")
                 if fault == .headersNeverArrive {
                     // The server never closes these: each attempt's connection is closed by
                     // the client when it gives up, none is left open. (Under load an attempt
@@ -143,7 +133,7 @@ struct FaultIntegrationTests {
                 }
             case (.decodingFailed(let excerpt), .decodingFailed(let failure)?):
                 #expect("\(failure)".contains(excerpt), "\(failure)")
-                #expect(sleeper.recorded.isEmpty, "\(causes.recorded)")
+                #expect(sleeper.recorded.isEmpty, "\(events.events)")
             case (.status(let code, let attempts), .unacceptableStatus(let failure)?):
                 #expect(failure.status.code == code)
                 #expect(flaky.attempts(for: "\(code)") == attempts)
@@ -153,7 +143,7 @@ struct FaultIntegrationTests {
                     #expect(sleeper.recorded == [.milliseconds(150), .milliseconds(300)])
                 }
             case (.redirectFailed, .redirectFailed?):
-                #expect(sleeper.recorded.isEmpty, "\(causes.recorded)")
+                #expect(sleeper.recorded.isEmpty, "\(events.events)")
             default:
                 Issue.record("\(fault) on \(kind): expected \(fault.expected), got \(String(describing: error))")
             }

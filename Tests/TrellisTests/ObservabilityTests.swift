@@ -97,8 +97,10 @@ final class EventLog: ClientEventMonitor {
     }
     func hopFailed(_ error: any Error, for request: Trellis.Request, hop: Int) { add("failed \(hop)") }
     func retryScheduled(retry: Int, delay: Duration, cause: RetryCause, for request: Trellis.Request) {
-        guard case .status(let status) = cause else { return add("retry \(retry) after error") }
-        add("retry \(retry) after \(status.code)")
+        switch cause {
+        case .status(let status): add("retry \(retry) after \(status.code)")
+        case .error(let error): add("retry \(retry) after error: \(error)")
+        }
     }
     func redirectFollowed(from request: Trellis.Request, to redirected: Trellis.Request, status: HTTPResponse.Status) {
         add("redirect \(status.code) to \(redirected.head.path ?? "")")

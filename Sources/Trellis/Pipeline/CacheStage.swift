@@ -45,14 +45,15 @@ struct CacheStage: OptionalStage {
             return try await fetch(request, key: key, revalidating: nil, storing: !control.noStore, next: next)
         }
         let stored = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
+        let now = cache.now()
         switch policy {
         case .onlyIfCached:
-            return stored.map { Self.serve($0.0, $0.1, at: cache.now()) } ?? Response(head: HTTPResponse(status: .gatewayTimeout), body: ResponseBody())
+            return stored.map { Self.serve($0.0, $0.1, at: now) } ?? Response(head: HTTPResponse(status: .gatewayTimeout), body: ResponseBody())
         case .cachedElseLoad:
-            if let stored { return Self.serve(stored.0, stored.1, at: cache.now()) }
+            if let stored { return Self.serve(stored.0, stored.1, at: now) }
         case .useCache, .reload:
-            if let stored, stored.0.isUsable(for: control, at: cache.now()) {
-                return Self.serve(stored.0, stored.1, at: cache.now(), omittingNoCacheFields: true)
+            if let stored, stored.0.isUsable(for: control, at: now) {
+                return Self.serve(stored.0, stored.1, at: now, omittingNoCacheFields: true)
             }
         }
         return try await fetch(request, key: key, revalidating: stored, storing: true, next: next)
