@@ -120,7 +120,13 @@ public final class MockTransport: Transport {
         register(method, path, status: status, headerFields: fields, body: body)
     }
 
-    public func send(_ request: Request) async throws -> Response<ResponseBody> {
+    /// Answers `request` from the registered responses, held to `limits` as a network
+    /// transport holds its exchanges (a handler that waits past the deadline times out).
+    public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
+        try await limits.enforce(for: request) { try await self.answer(request) }
+    }
+
+    private func answer(_ request: Request) async throws -> Response<ResponseBody> {
         var body = Data()
         if let requestBody = request.body {
             var chunks = requestBody.makeChunkIterator()

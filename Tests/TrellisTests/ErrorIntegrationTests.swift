@@ -211,7 +211,7 @@ final class RecordingTransport: Transport, @unchecked Sendable {
 
     var count: Int { lock.withLock { sent } }
 
-    func send(_ request: Request) async throws -> Response<ResponseBody> {
+    func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
         lock.withLock { sent += 1 }
         return Response(head: .init(status: .ok), body: ResponseBody())
     }

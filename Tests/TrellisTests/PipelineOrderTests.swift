@@ -39,7 +39,7 @@ struct PipelineOrderTests {
             $0.security.plainHTTP = .refused
             $0.cache = HTTPCache()
         }
-        let names = client.pipeline.stages.map { String(describing: type(of: $0)) }
+        let names = client.pipeline.stages.map(\.name)
         #expect(names.filter { $0.hasSuffix("Stage") } == (try readmeStages()))
         // The caller's middlewares sit where their scope says.
         #expect(names.firstIndex(of: "CallStamp")! < names.firstIndex(of: "PreconditionStage")!)

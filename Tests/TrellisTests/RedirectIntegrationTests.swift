@@ -101,7 +101,7 @@ private final class RedirectingTransport: Transport, @unchecked Sendable {
 
     var requests: Int { lock.withLock { count } }
 
-    func send(_ request: Request) async throws -> Response<ResponseBody> {
+    func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
         lock.withLock { count += 1 }
         return Response(head: HTTPResponse(status: .found, headerFields: [.location: location]), body: ResponseBody())
     }

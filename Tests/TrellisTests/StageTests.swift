@@ -7,8 +7,8 @@ import Testing
 @testable import Trellis
 import TrellisTesting
 
-/// Each built-in stage alone, in front of a MockTransport: `stage.intercept(request, next:)`
-/// with the mock as `next`.
+/// Each built-in stage alone, in front of a MockTransport: `stage.intercept(request, call,
+/// next:)` with the mock as `next`.
 @Suite("Pipeline stages, one at a time")
 struct StageTests {
     private let base = URL(string: "https://api.test")!
@@ -17,21 +17,26 @@ struct StageTests {
         try Request(method: method, url: URL(string: "https://api.test" + path)!, body: body)
     }
 
+    /// The rest of a pipeline that is only `mock`.
+    private func sending(to mock: MockTransport) -> Stage.Next {
+        { request, call in try await mock.send(request, within: call.limitsOfAttempt) }
+    }
+
     @Test func preconditionStageSendsNothingWhenACheckFails() async throws {
         struct Offline: Error {}
         let mock = MockTransport()
         var request = try request("/x")
         request.preconditions = [RequestPrecondition("online") { _ in throw Offline() }]
         let stage = PreconditionStage(preconditions: [RequestPrecondition("always") { _ in }])
-        #expect(stage.isNeeded(for: request))
-        let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(request, next: mock.send) }
+        #expect(stage.isNeeded(for: request, CallContext()))
+        let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(request, CallContext(), next: sending(to: mock)) }
         guard case .preconditionFailed(let failure) = error else {
             Issue.record("expected preconditionFailed, got \(String(describing: error))")
             return
         }
         #expect(failure.name == "online")
         #expect(mock.requests.isEmpty)
-        #expect(!PreconditionStage(preconditions: []).isNeeded(for: try self.request("/x")))
+        #expect(!PreconditionStage(preconditions: []).isNeeded(for: try self.request("/x"), CallContext()))
     }
 
     @Test func validationStageChecksABufferedAcceptedResponse() async throws {
@@ -44,7 +49,7 @@ struct StageTests {
             }],
             acceptedStatuses: Set(200...299)
         )
-        let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(try request("/x"), next: mock.send) }
+        let error = await #expect(throws: TrellisError.self) { _ = try await stage.intercept(try request("/x"), CallContext(), next: sending(to: mock)) }
         guard case .validationFailed(let failure) = error else {
             Issue.record("expected validationFailed, got \(String(describing: error))")
             return
@@ -52,7 +57,7 @@ struct StageTests {
         #expect(failure.status == 200)
         mock.register(.get, "/x", status: .notFound, text: "v1")
         // Not an accepted status: the status check, not the validation, speaks for it.
-        let notFound = try await stage.intercept(try request("/x"), next: mock.send)
+        let notFound = try await stage.intercept(try request("/x"), CallContext(), next: sending(to: mock))
         #expect(notFound.status == .notFound)
     }
 
@@ -64,13 +69,16 @@ struct StageTests {
             return Response(head: HTTPResponse(status: attempt < 3 ? .serviceUnavailable : .ok), body: Data())
         }
         let sleeper = RecordingSleeper()
-        let stage = RetryStage(policy: sleeper.policy(maximumRetries: 2), timeout: .seconds(60), logger: .init(label: "test"))
+        let stage = RetryStage(policy: sleeper.policy(maximumRetries: 2), logger: .init(label: "test"))
         var request = try request("/x")
         request.timeout = .seconds(5)
         let seen = NIOLockedValueBox<[Duration?]>([])
-        let response = try await stage.intercept(request) { attempt in
-            seen.withLockedValue { $0.append(attempt.timeout) }
-            return try await mock.send(attempt)
+        // Each attempt gets its time limits afresh from the stage after the retries.
+        let response = try await stage.intercept(request, CallContext()) { attempt, call in
+            try await TimeLimitStage(timeouts: .init()).intercept(attempt, call) { attempt, call in
+                seen.withLockedValue { $0.append(call.limits?.timeout) }
+                return try await mock.send(attempt, within: call.limitsOfAttempt)
+            }
         }
         #expect(response.status == .ok)
         #expect(attempts.withLockedValue { $0 } == 3)
@@ -84,15 +92,15 @@ struct StageTests {
         mock.register(.get, "/end", text: "done")
         var request = try request("/start")
         request.headerFields[.authorization] = "Bearer by-hand"
-        let hops = NIOLockedValueBox<[String]>([])
-        let response = try await RedirectStage(policy: .follow, secretQueryNames: []).intercept(request) { hop in
-            hops.withLockedValue { $0.append(hop.urlString) }
-            return try await mock.send(hop)
+        let hops = NIOLockedValueBox<[(url: String, callOrigin: String?)]>([])
+        let response = try await RedirectStage(policy: .follow, secretQueryNames: []).intercept(request, CallContext()) { hop, call in
+            hops.withLockedValue { $0.append((hop.urlString, call.origin)) }
+            return try await mock.send(hop, within: call.limitsOfAttempt)
         }
         #expect(response.status == .ok)
-        #expect(hops.withLockedValue { $0 } == ["https://api.test/start", "https://other.test/end"])
+        #expect(hops.withLockedValue { $0.map(\.url) } == ["https://api.test/start", "https://other.test/end"])
         #expect(mock.requests.last?.request.headerFields[.authorization] == nil)
-        #expect(mock.requests.last?.request.callOrigin == "https://api.test:443")
+        #expect(hops.withLockedValue { $0.last?.callOrigin } == "https://api.test:443")
     }
 
     @Test func accessTokenStageAddsTheTokenForItsOriginOnly() async throws {
@@ -108,13 +116,13 @@ struct StageTests {
         }())
         var own = try request("/x")
         own.accessToken = AccessTokenRequirement(label: "label")
-        #expect(stage.isNeeded(for: own))
-        _ = try await stage.intercept(own, next: mock.send)
+        #expect(stage.isNeeded(for: own, CallContext()))
+        _ = try await stage.intercept(own, CallContext(), next: sending(to: mock))
         var foreign = try Request(method: .get, url: URL(string: "https://elsewhere.test/x")!)
         foreign.accessToken = AccessTokenRequirement(label: "label")
-        _ = try await stage.intercept(foreign, next: mock.send)
+        _ = try await stage.intercept(foreign, CallContext(), next: sending(to: mock))
         #expect(mock.requests.map { $0.request.headerFields[.authorization] } == ["Bearer t0ken", nil])
-        #expect(!stage.isNeeded(for: try request("/x")))
+        #expect(!stage.isNeeded(for: try request("/x"), CallContext()))
     }
 
     @Test func defaultHeadersStageNamesTheBodysType() async throws {
@@ -122,14 +130,14 @@ struct StageTests {
         mock.register(.post, "/x", text: "ok")
         let stage = DefaultHeadersStage(defaultHeaders: [:])
         let text = try request("/x", method: .post, body: RequestBody("hello"))
-        #expect(stage.isNeeded(for: text))
-        _ = try await stage.intercept(text, next: mock.send)
+        #expect(stage.isNeeded(for: text, CallContext()))
+        _ = try await stage.intercept(text, CallContext(), next: sending(to: mock))
         #expect(mock.requests.first?.request.headerFields[.contentType] == "text/plain; charset=utf-8")
-        #expect(!stage.isNeeded(for: try request("/x")))
+        #expect(!stage.isNeeded(for: try request("/x"), CallContext()))
         // A type the caller gave is the one sent.
         var typed = try request("/x", method: .post, body: RequestBody("# hello"))
         typed.headerFields[.contentType] = "text/markdown"
-        #expect(!stage.isNeeded(for: typed))
+        #expect(!stage.isNeeded(for: typed, CallContext()))
     }
 
     @Test func defaultHeadersStageLeavesTheCallersFields() async throws {
@@ -138,7 +146,7 @@ struct StageTests {
         let stage = DefaultHeadersStage(defaultHeaders: [.accept: "application/json", .userAgent: "trellis-test"])
         var own = try request("/x", method: .post, body: RequestBody("hello"))
         own.headerFields[.accept] = "text/html"
-        _ = try await stage.intercept(own, next: mock.send)
+        _ = try await stage.intercept(own, CallContext(), next: sending(to: mock))
         let sent = try #require(mock.requests.first?.request.headerFields)
         #expect(sent[values: .accept] == ["text/html"])
         #expect(sent[.userAgent] == "trellis-test")
@@ -149,22 +157,23 @@ struct StageTests {
         let mock = MockTransport()
         let stage = OriginPolicyStage(plainHTTP: .refusedExceptLoopback, pinningConflict: nil)
         let plain = try Request(method: .get, url: URL(string: "http://api.test/x")!)
-        await #expect(throws: TrellisError.self) { _ = try await stage.intercept(plain, next: mock.send) }
+        await #expect(throws: TrellisError.self) { _ = try await stage.intercept(plain, CallContext(), next: sending(to: mock)) }
         let loopback = try Request(method: .get, url: URL(string: "http://127.1/x")!)
-        _ = try await stage.intercept(loopback, next: mock.send)
+        _ = try await stage.intercept(loopback, CallContext(), next: sending(to: mock))
         #expect(mock.requests.count == 1)
     }
 
     // A broken idle timer would leave the read waiting forever: the limit makes it a failure.
-    @Test(.hangGuard) func idleTimeoutStageEndsABodyThatStalls() async throws {
+    @Test(.hangGuard) func theIdleTimeoutEndsABodyThatStalls() async throws {
         // The chunk that is already there is handed over however long the pump waits for a
         // thread: the idle time counts from when the pump asks the transport.
-        let stage = IdleTimeoutStage(idleTimeout: .seconds(1))
+        let limits = ExchangeLimits(timeout: .seconds(60), idleTimeout: .seconds(1))
         let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
         sink.yield(ByteBuffer(string: "first"))
-        let response = try await stage.intercept(try request("/x")) { _ in
-            Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil))
-        }
+        let response = limits.watchingIdleTime(
+            Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil)),
+            of: try request("/x")
+        )
         var iterator = response.body.makeAsyncIterator()
         #expect(try await iterator.next().map { String(buffer: $0) } == "first")
         let error = await #expect(throws: TrellisError.self) { _ = try await iterator.next() }
@@ -176,18 +185,19 @@ struct StageTests {
         sink.finish()
     }
 
-    @Test func idleTimeoutStageLeavesAReaderThatPausesAlone() async throws {
+    @Test func theIdleTimeoutLeavesAReaderThatPausesAlone() async throws {
         // The idle timeout counts while the transport is asked for a chunk, not while the
         // reader is busy elsewhere. The pause stands for the reader's own work; the body has
         // nothing to signal.
-        let stage = IdleTimeoutStage(idleTimeout: .seconds(2))
+        let limits = ExchangeLimits(timeout: .seconds(60), idleTimeout: .seconds(2))
         let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
         sink.yield(ByteBuffer(string: "first"))
         sink.yield(ByteBuffer(string: "second"))
         sink.finish()
-        let response = try await stage.intercept(try request("/x")) { _ in
-            Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil))
-        }
+        let response = limits.watchingIdleTime(
+            Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil)),
+            of: try request("/x")
+        )
         var iterator = response.body.makeAsyncIterator()
         #expect(try await iterator.next().map { String(buffer: $0) } == "first")
         try await Task.sleep(for: .seconds(3))
@@ -195,16 +205,13 @@ struct StageTests {
         #expect(try await iterator.next() == nil)
     }
 
-    @Test func deadlineStageBoundsABufferedBody() async throws {
-        let stage = DeadlineStage(transport: nil)
-        var request = try request("/x")
-        request.bufferLimit = 1 << 20
-        request.timeout = .milliseconds(100)
-        request.deadline = .now + .milliseconds(100)
+    @Test func theDeadlineBoundsABufferedBody() async throws {
+        let limits = ExchangeLimits(timeout: .milliseconds(100), idleTimeout: .seconds(60), bufferLimit: 1 << 20)
+        let request = try request("/x")
         let (chunks, sink) = AsyncStream.makeStream(of: ByteBuffer.self)
         sink.yield(ByteBuffer(string: "part"))
         let error = await #expect(throws: TrellisError.self) {
-            _ = try await stage.intercept(request) { _ in
+            _ = try await limits.enforce(for: request) {
                 Response(head: HTTPResponse(status: .ok), body: ResponseBody(stream: chunks, expectedLength: nil))
             }
         }
@@ -224,28 +231,30 @@ struct StageTests {
         mock.register(.get, "/x", text: "ok")
         var request = try request("/x?token=secret")
         request.headerFields[.authorization] = "Bearer secret"
-        _ = try await LoggingStage(logger: logger).intercept(request, next: mock.send)
+        _ = try await LoggingStage(logger: logger).intercept(request, CallContext(), next: sending(to: mock))
         let text = records.messages.joined(separator: "\n")
         #expect(text.contains("→ GET https://api.test/x?token=<redacted>"))
         #expect(text.contains("← 200"))
         #expect(!text.contains("secret"))
     }
 
-    /// Records what an inline stage does, in the order it happens.
-    private struct RecordingInlineStage: InlineStage {
+    /// Records what a middleware does on either side of `next`, in the order it happens.
+    private struct RecordingMiddleware: Middleware {
         let name: String
         let events: NIOLockedValueBox<[String]>
         var refuses = false
         var scope: MiddlewareScope { .hop }
 
-        func prepare(_ request: inout Request) throws {
+        func intercept(
+            _ request: Request,
+            next: @Sendable (Request) async throws -> Response<ResponseBody>
+        ) async throws -> Response<ResponseBody> {
             events.withLockedValue { $0.append("prepare \(name)") }
             if refuses { throw TrellisError.invalidRequest(InvalidRequest(.url, "refused by \(name)")) }
+            var request = request
             request.headerFields.append(HTTPField(name: .init("X-Prepared")!, value: name))
-        }
-
-        func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
-            // Finishing sees the request as it went out, prepared by the stages after it too.
+            let response = try await next(request)
+            // What it sent: its own field and those of the middlewares before it.
             let prepared = request.headerFields[values: .init("X-Prepared")!].joined(separator: ",")
             events.withLockedValue { $0.append("finish \(name) (sent with \(prepared))") }
             return response
@@ -266,29 +275,29 @@ struct StageTests {
         }
     }
 
-    @Test func inlineStagesPrepareInOrderAndFinishInReverseAroundTheNextFramedStage() async throws {
+    @Test func middlewaresRunInOrderOutwardAndUnwindInReverse() async throws {
         let events = NIOLockedValueBox<[String]>([])
         let mock = MockTransport()
         mock.register(.get, "/x", text: "ok")
         let client = Client(baseURL: base, transport: mock, middlewares: [
-            RecordingInlineStage(name: "a", events: events),
-            RecordingInlineStage(name: "b", events: events),
+            RecordingMiddleware(name: "a", events: events),
+            RecordingMiddleware(name: "b", events: events),
             RecordingStage(events: events),
-            RecordingInlineStage(name: "c", events: events),
+            RecordingMiddleware(name: "c", events: events),
         ]) { $0.cookies = nil }
         _ = try await client.data(for: try request("/x"))
         #expect(events.withLockedValue { $0 } == [
             "prepare a", "prepare b", "enter", "prepare c",
             "finish c (sent with a,b,c)", "leave",
-            "finish b (sent with a,b)", "finish a (sent with a,b)",
+            "finish b (sent with a,b)", "finish a (sent with a)",
         ])
         #expect(mock.requests.first?.request.headerFields[values: .init("X-Prepared")!] == ["a", "b", "c"])
 
         // A refusal ends the hop where it happens: nothing is sent, nothing is finished.
         events.withLockedValue { $0 = [] }
         let refusing = Client(baseURL: base, transport: mock, middlewares: [
-            RecordingInlineStage(name: "a", events: events),
-            RecordingInlineStage(name: "b", events: events, refuses: true),
+            RecordingMiddleware(name: "a", events: events),
+            RecordingMiddleware(name: "b", events: events, refuses: true),
         ])
         await #expect(throws: TrellisError.self) { _ = try await refusing.data(for: try request("/x")) }
         #expect(events.withLockedValue { $0 } == ["prepare a", "prepare b"])

@@ -22,6 +22,8 @@ enum AllocationBreakdown {
             @Sendable func decodeArticle(from response: Trellis.Response<ResponseBody>) async throws {
                 _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
             }
+            // A streamed exchange, its deadline a minute from each call.
+            let streamed = { ExchangeLimits(timeout: .seconds(60), idleTimeout: .seconds(60)) }
             let steps: [(String, @Sendable () async throws -> Void)] = [
                 ("raw AsyncHTTPClient + decode", {
                     let response = try await transport.httpClient.execute(HTTPClientRequest(url: url.absoluteString + "/article"), timeout: .seconds(60))
@@ -32,7 +34,7 @@ enum AllocationBreakdown {
                     let response = try await transport.httpClient.execute(request: legacy, delegate: ResponseAccumulator(request: legacy), deadline: .now() + .seconds(60)).futureResult.get()
                     _ = try decoder.decode(Article.self, from: response.body ?? ByteBuffer())
                 }),
-                ("transport.send + collect + decode", { try await decodeArticle(from: transport.send(request)) }),
+                ("transport.send + collect + decode", { try await decodeArticle(from: transport.send(request, within: streamed())) }),
                 ("client.send + collect + decode", { try await decodeArticle(from: client.send(request)) }),
                 ("client.value(for:as:)", { _ = try await client.value(for: request, as: Article.self) }),
                 ("service.article()", { _ = try await service.article() }),
@@ -44,7 +46,7 @@ enum AllocationBreakdown {
                     let response = try await transport.httpClient.execute(outgoing, timeout: .seconds(60))
                     _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
                 }),
-                ("transport.send POST + collect + decode", { try await decodeArticle(from: transport.send(post)) }),
+                ("transport.send POST + collect + decode", { try await decodeArticle(from: transport.send(post, within: streamed())) }),
                 ("client.send POST + collect + decode", { try await decodeArticle(from: client.send(post)) }),
                 ("service.create(article:)", { _ = try await service.create(article: ArticleFixtures.newArticle) }),
             ]

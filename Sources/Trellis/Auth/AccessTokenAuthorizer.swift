@@ -28,6 +28,7 @@ final class AccessTokenAuthorizer: Sendable {
     func send(
         _ request: Request,
         client: Client,
+        observation: CallObservation?,
         next: (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
         guard let requirement = request.accessToken else { return try await next(request) }
@@ -50,7 +51,7 @@ final class AccessTokenAuthorizer: Sendable {
         if !usable {
             if let refresh {
                 token = try await refreshed(label, replacing: token, using: refresh)
-                request.observation?.accessTokenRefreshed(label: label, for: request)
+                observation?.accessTokenRefreshed(label: label, for: request)
             } else if token == nil {
                 throw TrellisError.authenticationRequired(
                     AuthenticationFailure(label: label, reason: "no access token is stored and no refresh hook is set to obtain one")
@@ -67,7 +68,7 @@ final class AccessTokenAuthorizer: Sendable {
             ))
         }
         let fresh = try await refreshed(label, replacing: token, using: refresh)
-        request.observation?.accessTokenRefreshed(label: label, for: request)
+        observation?.accessTokenRefreshed(label: label, for: request)
         return try await next(Self.authorized(request, with: fresh))
     }
 

@@ -24,10 +24,22 @@ public struct BasicAuthentication: Middleware {
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard Request.isScoped(request, to: origin) else { return try await next(request) }
+        try await next(credited(request, callOrigin: nil))
+    }
+
+    /// `request` with the credentials, when it goes to their origin.
+    private func credited(_ request: Request, callOrigin: String?) -> Request {
+        guard request.isScoped(to: origin ?? callOrigin) else { return request }
         var request = request
         request.setCredentialField(.authorization, value)
-        return try await next(request)
+        return request
+    }
+}
+
+extension BasicAuthentication: Stage {
+    /// In a client's pipeline, where a redirected hop knows the origin the call was made to.
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        try await next(credited(request, callOrigin: call.origin), call)
     }
 }
 
@@ -82,27 +94,39 @@ public struct APIKey: Middleware {
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
-        guard Request.isScoped(request, to: origin) else { return try await next(request) }
+        try await next(keyed(request, callOrigin: nil))
+    }
+
+    /// `request` with the key, when it goes to the key's origin.
+    private func keyed(_ request: Request, callOrigin: String?) -> Request {
+        guard request.isScoped(to: origin ?? callOrigin) else { return request }
         var request = request
         switch placement {
         case .header:
             if let fieldName { request.setCredentialField(fieldName, key) }
         case .query(let name):
-            request.sensitiveQueryNames.insert(name)
+            request.redactedQueryNames.insert(name)
             let item = PercentEncoding.queryComponent(name) + "=" + PercentEncoding.queryComponent(key)
             let path = request.head.path ?? "/"
             request.head.path = path + (path.contains("?") ? "&" : "?") + item
         }
-        return try await next(request)
+        return request
+    }
+}
+
+extension APIKey: Stage {
+    /// In a client's pipeline, where a redirected hop knows the origin the call was made to.
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        try await next(keyed(request, callOrigin: call.origin), call)
     }
 }
 
 extension Request {
-    /// Whether a credential for `origin` (or, without one, for the origin the call was made
-    /// to) goes with `request`. The first hop of a call is its own origin.
-    static func isScoped(_ request: Request, to origin: String?) -> Bool {
-        guard let scope = origin ?? request.callOrigin else { return true }
-        return request.origin == scope
+    /// Whether a credential for `scope` goes with this request: it does when the request goes
+    /// to that origin, or when there is none (the first hop of a call is its own origin).
+    func isScoped(to scope: String?) -> Bool {
+        guard let scope else { return true }
+        return origin == scope
     }
 
     /// Sets `name` to `value` in place of any value it had, marked sensitive: HPACK never

@@ -261,10 +261,8 @@ public final class Client: Sendable {
     }
 
     private func buffered(_ request: Request, accepting extraStatuses: Set<Int>) async throws -> Response<ByteBuffer> {
-        var request = request
-        request.bufferLimit = maximumBodySize
-        let response = try await pipeline.send(request)
-        // The retry stage read the body within the deadline: it is in memory already.
+        let response = try await pipeline.send(request, bufferLimit: maximumBodySize)
+        // The transport read the body within the deadline: it is in memory already.
         let buffered = response.withBody(try await response.body.collect(upTo: maximumBodySize))
         let code = buffered.status.code
         // The client's set is asked in place: `??` would copy it, writing to its reference

@@ -133,7 +133,3 @@ enum ContentDecoder {
     }
 }
 
-/// A transport that decodes `Content-Encoding` itself, so Trellis must not decode again.
-protocol ContentDecodingTransport: Sendable {
-    var decodesContentEncoding: Bool { get }
-}

@@ -239,6 +239,14 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
 
     public var description: String { "\(host): \(reason)" }
 
+    /// This failure once part of a response had come: the connection was open then, so it is
+    /// not the stale connection a replay is for.
+    var afterPartOfAResponse: ConnectionFailure {
+        var failure = self
+        failure.mayBeStaleConnection = false
+        return failure
+    }
+
     /// The reason given for an answer that broke HTTP, either transport's, with what was found
     /// wrong: one wording, which the README's table of faults quotes.
     static func notHTTP(_ fault: String, version: String = "HTTP/1.1") -> String {

@@ -31,7 +31,7 @@ enum RequestLog {
     static func redactedURL(_ request: Request) -> String {
         var authority = Substring(request.head.authority ?? "")
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        let path = redactedPath(request.head.path ?? "/", also: request.sensitiveQueryNames)
+        let path = redactedPath(request.head.path ?? "/", also: request.redactedQueryNames)
         return (request.head.scheme ?? "https") + "://" + authority + path
     }
 
@@ -85,7 +85,7 @@ enum RequestLog {
     /// sensitive is redacted whole.
     static func value(of field: HTTPField, answering request: Request) -> String {
         if field.name == .location || field.name == .contentLocation {
-            return redactedURL(field.value, also: request.sensitiveQueryNames)
+            return redactedURL(field.value, also: request.redactedQueryNames)
         }
         if request.headerFields.contains(where: { $0.name == field.name && $0.indexingStrategy == .disallow }) {
             return redacted

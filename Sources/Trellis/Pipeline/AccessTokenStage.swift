@@ -2,22 +2,19 @@ import NIOConcurrencyHelpers
 
 /// Adds the access token to a request that requires one, on every hop, for the client's
 /// origin alone, and refreshes and replays once when the server refuses the token.
-struct AccessTokenStage: OptionalStage {
+struct AccessTokenStage: Stage {
     let authorizer: AccessTokenAuthorizer
     /// The client whose pipeline this is, handed to a ``TokenRefresher``; held weakly, since
     /// the client holds the pipeline.
     let client: ClientReference
 
-    func isNeeded(for request: Request) -> Bool {
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         request.accessToken != nil
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        guard request.accessToken != nil, let client = client.client else { return try await next(request) }
-        return try await authorizer.send(request, client: client, next: next)
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        guard let client = client.client else { return try await next(request, call) }
+        return try await authorizer.send(request, client: client, observation: call.observation) { try await next($0, call) }
     }
 }
 

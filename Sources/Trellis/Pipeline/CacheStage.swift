@@ -8,7 +8,7 @@ import NIOCore
 ///
 /// A request that is conditional or ranged on its own (`If-None-Match`, `If-Modified-Since`,
 /// `Range`) passes through: its caller is managing validators itself.
-struct CacheStage: OptionalStage {
+struct CacheStage: Stage {
     let cache: HTTPCache
 
     /// The statuses whose rules this cache follows, for `must-understand` (RFC 9111 section
@@ -20,29 +20,26 @@ struct CacheStage: OptionalStage {
     /// unknown methods included, invalidates what the cache holds for its target.
     private static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options, .trace, HTTPRequest.Method("QUERY")!]
 
-    func isNeeded(for request: Request) -> Bool {
-        (request.method == .get && request.bufferLimit != nil) || !Self.safeMethods.contains(request.method)
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
+        (request.method == .get && call.bufferLimit != nil) || !Self.safeMethods.contains(request.method)
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         guard request.method == .get else {
-            let response = try await next(request)
+            let response = try await next(request, call)
             await invalidate(after: response, to: request)
             return response
         }
         let fields = request.headerFields
         guard fields[.ifNoneMatch] == nil, fields[.ifModifiedSince] == nil, fields[.range] == nil else {
-            return try await next(request)
+            return try await next(request, call)
         }
         let key = request.urlString
         let control = CacheControl(fields)
         var policy = request.cachePolicy ?? .useCache
         if control.onlyIfCached { policy = .onlyIfCached }
         if policy == .reload || control.noStore {
-            return try await fetch(request, key: key, revalidating: nil, storing: !control.noStore, next: next)
+            return try await fetch(request, key: key, revalidating: nil, storing: !control.noStore, call: call, next: next)
         }
         let stored = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
         let now = cache.now()
@@ -56,7 +53,7 @@ struct CacheStage: OptionalStage {
                 return Self.serve(stored.0, stored.1, at: now, omittingNoCacheFields: true)
             }
         }
-        return try await fetch(request, key: key, revalidating: stored, storing: true, next: next)
+        return try await fetch(request, key: key, revalidating: stored, storing: true, call: call, next: next)
     }
 
     /// Sends the request, conditional on a stored response's validators when there is one;
@@ -66,7 +63,8 @@ struct CacheStage: OptionalStage {
         key: String,
         revalidating stored: (CachedResponse, ByteBuffer)?,
         storing: Bool,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
+        call: CallContext,
+        next: Next
     ) async throws -> Response<ResponseBody> {
         var outgoing = request
         if let stored {
@@ -75,7 +73,7 @@ struct CacheStage: OptionalStage {
             if let modified = head.headerFields[.lastModified] { outgoing.headerFields[.ifModifiedSince] = modified }
         }
         let requestTime = cache.now()
-        let response = try await next(outgoing)
+        let response = try await next(outgoing, call)
         let responseTime = cache.now()
         if let stored, response.status.code == 304 {
             var head = stored.0.head

@@ -5,29 +5,34 @@ import HTTPTypes
 ///
 /// A request that sets its own `Accept-Encoding` (a download, which resumes by byte ranges of
 /// what the server sends, or a caller who wants the bytes as sent) gets the body untouched.
-struct CompressionStage: OptionalStage, InlineStage {
+struct CompressionStage: Stage {
     let settings: Client.Configuration.Compression
     /// Whether the transport decodes bodies itself (URLSession always does).
     let transportDecodes: Bool
     /// Made once: a value set through the fields' subscript is checked again on every call.
     private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: ContentDecoder.acceptedEncodings)
 
-    func isNeeded(for request: Request) -> Bool {
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         settings.decodesResponses || transportDecodes || request.compressesBody
     }
 
-    func prepare(_ request: inout Request) {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        var request = request
         if request.compressesBody, let body = request.body, !request.headerFields.contains(.contentEncoding) {
             request.body = ContentEncoder.gzipped(body)
             request.headerFields.append(HTTPField(name: .contentEncoding, value: "gzip"))
             request.headerFields[.contentLength] = nil
         }
-        request.askedForEncoding = settings.decodesResponses && !request.headerFields.contains(.acceptEncoding)
-        if request.askedForEncoding { request.headerFields.append(Self.acceptEncoding) }
+        // A caller's own `Accept-Encoding` gets the bytes as sent.
+        let asksForEncoding = settings.decodesResponses && !request.headerFields.contains(.acceptEncoding)
+        if asksForEncoding { request.headerFields.append(Self.acceptEncoding) }
+        return try decoded(try await next(request, call), for: request, askedForEncoding: asksForEncoding)
     }
 
-    func finish(_ response: Response<ResponseBody>, for request: Request) throws -> Response<ResponseBody> {
-        guard request.askedForEncoding || transportDecodes,
+    /// `response` with its body decoded, when it is encoded and either this stage asked for an
+    /// encoding or the transport decodes.
+    private func decoded(_ response: Response<ResponseBody>, for request: Request, askedForEncoding: Bool) throws -> Response<ResponseBody> {
+        guard askedForEncoding || transportDecodes,
             let encoding = response.headerFields[.contentEncoding],
             encoding.trimmingCharacters(in: .whitespaces).lowercased() != "identity",
             request.method != .head,

@@ -7,20 +7,22 @@ import Logging
 ///
 /// A `Cookie` field the request already has (set by the caller or a middleware) is kept, and
 /// the jar's cookies follow it.
-struct CookieStage: InlineStage {
+struct CookieStage: Stage {
     let jar: CookieJar
     let logger: Logger
 
     // The scope is worked out only when there is something to match or store: most hops have
     // neither.
-    func prepare(_ request: inout Request) {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        var request = request
         if !jar.isEmpty, let header = jar.cookieHeader(for: CookieScope(request: request)) {
             let existing = request.headerFields[.cookie]
             request.headerFields[.cookie] = existing.map { $0 + "; " + header } ?? header
         }
+        return keepingCookies(of: try await next(request, call), for: request)
     }
 
-    func finish(_ response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
+    private func keepingCookies(of response: Response<ResponseBody>, for request: Request) -> Response<ResponseBody> {
         guard response.headerFields.contains(.setCookie) else { return response }
         let setCookies = response.headerFields[values: .setCookie]
         if !setCookies.isEmpty {

@@ -5,16 +5,13 @@ import Tracing
 /// into the hop's header fields (W3C `traceparent` when the tracer propagates that way), and
 /// the hop's send, response head and body end told to the monitors. Passed over for a call
 /// nothing observes.
-struct HopObservationStage: OptionalStage {
-    func isNeeded(for request: Request) -> Bool {
-        request.observation != nil
+struct HopObservationStage: Stage {
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
+        call.observation != nil
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        guard let observation = request.observation else { return try await next(request) }
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        guard let observation = call.observation else { return try await next(request, call) }
         var request = request
         if let propagator = observation.propagator {
             var fields = request.headerFields
@@ -24,7 +21,7 @@ struct HopObservationStage: OptionalStage {
         let hop = observation.hopStarted(request)
         let response: Response<ResponseBody>
         do {
-            response = try await next(request)
+            response = try await next(request, call)
         } catch {
             observation.hopFailed(error, for: request, hop: hop)
             throw error

@@ -2,17 +2,14 @@ import Logging
 
 /// Logs each hop at debug level, closest to the wire, with credentials redacted: what is
 /// logged is what was sent.
-struct LoggingStage: Middleware {
+struct LoggingStage: Stage {
     let logger: Logger
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         logger.debug("\(RequestLog.describe(request))", metadata: Self.metadata(request))
         let started = ContinuousClock.now
         do {
-            let response = try await next(request)
+            let response = try await next(request, call)
             logger.debug(
                 "\(RequestLog.describe(response.head, for: request, after: ContinuousClock.now - started))",
                 metadata: Self.metadata(request)

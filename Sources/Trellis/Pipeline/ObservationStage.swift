@@ -6,21 +6,17 @@ import Tracing
 /// listening, one client span for the whole call (named after the endpoint's name or template, never
 /// the filled-in path), the OpenTelemetry HTTP client metrics, and the call's end for the
 /// monitors. The call's later stages add their events to it through
-/// ``Request/observation``.
+/// ``CallContext/observation``.
 ///
-/// With nothing bootstrapped and no monitor, the stage is passed over: the cost per call is
-/// two lookups (measured in `Benchmarks/`).
-struct ObservationStage: OptionalStage {
+/// With nothing bootstrapped and no monitor, the stage is passed over.
+struct ObservationStage: Stage {
     let settings: Client.Configuration.Observability
 
-    func isNeeded(for request: Request) -> Bool {
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         !settings.eventMonitors.isEmpty || settings.activeTracer != nil || settings.activeMetricsFactory != nil
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let tracer = settings.activeTracer
         let metricsFactory = settings.activeMetricsFactory
         let method = request.method.rawValue
@@ -43,7 +39,7 @@ struct ObservationStage: OptionalStage {
             metricsFactory: metricsFactory,
             endpoint: endpoint
         )
-        var observed = request
+        var observed = call
         observed.observation = observation
         let active = metricsFactory.map { factory in
             Meter(
@@ -57,9 +53,9 @@ struct ObservationStage: OptionalStage {
         do {
             let response: Response<ResponseBody>
             if let span {
-                response = try await ServiceContext.withValue(span.context) { try await next(observed) }
+                response = try await ServiceContext.withValue(span.context) { try await next(request, observed) }
             } else {
-                response = try await next(observed)
+                response = try await next(request, observed)
             }
             finish(observation, request: request, status: response.status, error: nil)
             return response

@@ -1,19 +1,14 @@
 /// Runs the client's preconditions, then the request's, once per call: a failing one means
 /// nothing is sent.
-struct PreconditionStage: OptionalStage {
+struct PreconditionStage: Stage {
     let preconditions: [RequestPrecondition]
 
-    func isNeeded(for request: Request) -> Bool {
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         !preconditions.isEmpty || !request.preconditions.isEmpty
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        let requestPreconditions = request.preconditions
-        if preconditions.isEmpty && requestPreconditions.isEmpty { return try await next(request) }
-        for precondition in preconditions + requestPreconditions {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        for precondition in preconditions + request.preconditions {
             do {
                 try await precondition.check(request)
             } catch {
@@ -25,6 +20,6 @@ struct PreconditionStage: OptionalStage {
                 ))
             }
         }
-        return try await next(request)
+        return try await next(request, call)
     }
 }

@@ -4,7 +4,7 @@ import HTTPTypes
 /// Follows redirects as the client's ``RedirectPolicy`` says. Each hop goes down the rest of
 /// the pipeline again, so the stages below (credentials, the access token, the plain-HTTP
 /// rule, pins, logging) decide afresh for the hop's URL.
-struct RedirectStage: Middleware {
+struct RedirectStage: Stage {
     /// Dropped on a hop to another origin when the caller set them by hand; the credential
     /// stages below add their own only for their origin.
     private static let credentialFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
@@ -15,16 +15,14 @@ struct RedirectStage: Middleware {
     /// them into `Location`, so the redirect's events and errors redact them too.
     let secretQueryNames: Set<String>
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         var current = request
-        if !secretQueryNames.isEmpty { current.sensitiveQueryNames.formUnion(secretQueryNames) }
+        var call = call
+        if !secretQueryNames.isEmpty { current.redactedQueryNames.formUnion(secretQueryNames) }
         var visited: Set<String> = []
         var followed = 0
         while true {
-            let response = try await next(current)
+            let response = try await next(current, call)
             let code = response.status.code
             guard policy.maximum > 0, Self.isRedirect(code), let location = response.headerFields[.location],
                 let currentURL = current.url, let target = URL(string: location, relativeTo: currentURL)?.absoluteURL
@@ -33,7 +31,7 @@ struct RedirectStage: Middleware {
             let failure = { (reason: String) in
                 TrellisError.redirectFailed(RedirectFailure(
                     from: RequestLog.redactedURL(current),
-                    to: RequestLog.redactedURL(target.absoluteString, also: current.sensitiveQueryNames),
+                    to: RequestLog.redactedURL(target.absoluteString, also: current.redactedQueryNames),
                     reason: reason
                 ))
             }
@@ -43,7 +41,7 @@ struct RedirectStage: Middleware {
             var redirected = current
             // Credentials given no origin of their own stay with the call's: worked out only
             // when there is a redirect, since most calls have none.
-            if redirected.callOrigin == nil { redirected.callOrigin = current.origin }
+            if call.origin == nil { call.origin = current.origin }
             let targetHead: RequestTarget
             do { targetHead = try RequestTarget(target) } catch { throw failure("the target is not an http or https URL") }
             if current.head.scheme == "https", targetHead.scheme == "http", !policy.allowsInsecureDowngrade {
@@ -67,7 +65,7 @@ struct RedirectStage: Middleware {
             guard !visited.contains("\(redirected.method) \(redirected.urlString)") else {
                 throw failure("a redirect loop")
             }
-            current.observation?.redirectFollowed(from: current, to: redirected, status: response.status)
+            call.observation?.redirectFollowed(from: current, to: redirected, status: response.status)
             current = redirected
         }
     }

@@ -1,41 +1,28 @@
 import HTTPTypes
 import Logging
 
-/// The call's time limit and its retries, around everything that sends: each attempt goes
-/// down the rest of the pipeline again (redirects, credentials, the transport).
+/// The call's retries, around everything that sends: each attempt goes down the rest of the
+/// pipeline again (its time limits, redirects, credentials, the transport).
 ///
-/// The timeout is read here, after the call's middlewares ran, so a middleware or an endpoint
-/// that sets ``Request/timeout`` is obeyed, and each attempt's deadline is fixed from it. A
-/// buffered call's attempt reads its whole body by then (``DeadlineStage``); a streamed
-/// call's attempt has until the response head, and the body is watched by the idle timeout
-/// instead. An attempt that breaks on a connection the server
-/// had already closed, before any byte of the response, is sent once more at once when that
-/// is safe, as OkHttp and URLSession do, whatever the retry policy.
-struct RetryStage: Middleware {
+/// An attempt that breaks on a connection the server had already closed, before any byte of
+/// the response, is sent once more at once when that is safe, as OkHttp and URLSession do,
+/// whatever the retry policy.
+struct RetryStage: Stage {
     let policy: RetryPolicy
-    let timeout: Duration
     let logger: Logger
-    /// What every call asks of the policy, apart from it: a copy of the policy, which holds
-    /// a set and closures, would write to their reference counts, shared with the calls on
-    /// other cores (measured in `Benchmarks/`, "Shared state and two cores").
+    /// What every call asks of the policy, kept apart from it: copying the policy (a set and
+    /// closures) on every call writes reference counts that all cores share.
     private let maximumRetries: Int
     private let retriesNonIdempotentMethods: Bool
 
-    init(policy: RetryPolicy, timeout: Duration, logger: Logger) {
+    init(policy: RetryPolicy, logger: Logger) {
         self.policy = policy
-        self.timeout = timeout
         self.logger = logger
         self.maximumRetries = policy.maximumRetries
         self.retriesNonIdempotentMethods = policy.retriesNonIdempotentMethods
     }
 
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        var request = request
-        let limit = request.timeout ?? timeout
-        request.timeout = limit
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let maximumRetries = request.maximumRetries
         let retries = request.retryPolicy.map { $0.allowsRetrying(request, maximumRetries: maximumRetries) }
             ?? RetryPolicy.allowsRetrying(
@@ -45,8 +32,7 @@ struct RetryStage: Middleware {
             )
         if !retries, !Self.mayReplay(request) {
             // Nothing to retry and nothing to replay: one attempt, as it comes.
-            request.deadline = .now + limit
-            return try await next(request)
+            return try await next(request, call)
         }
         var policy = request.retryPolicy ?? self.policy
         if let maximumRetries { policy.maximumRetries = maximumRetries }
@@ -57,18 +43,14 @@ struct RetryStage: Middleware {
         while true {
             let wait: Duration
             do {
-                // Each attempt has the whole timeout. It is sent from the loop itself rather
-                // than from a function of its own: every idempotent call comes through here,
-                // and each async frame costs (measured in `Benchmarks/`).
-                request.deadline = .now + limit
-                let response = try await next(request)
+                let response = try await next(request, call)
                 guard retries, policy.retryableStatuses.contains(response.status.code),
                     let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited)
                 else { return response }
                 await response.body.discard()
                 wait = delay
                 logger.debug("\(RequestLog.summary(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
-                request.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .status(response.status), for: request)
+                call.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .status(response.status), for: request)
             } catch {
                 // Only sending throws in here: a connection that may have been stale broke
                 // before any of a response came.
@@ -91,7 +73,7 @@ struct RetryStage: Middleware {
                 else { throw error }
                 wait = delay
                 logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
-                request.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .error(error), for: request)
+                call.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .error(error), for: request)
             }
             try await policy.sleep(wait)
             try Task.checkCancellation()

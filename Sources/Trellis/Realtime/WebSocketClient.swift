@@ -34,14 +34,14 @@ extension Client {
             let opened = NIOLockedValueBox<WebSocketLink?>(nil)
             let response: Response<ResponseBody>
             do {
-                response = try await pipeline.send(upgrade) { authorized in
+                response = try await pipeline.send(upgrade) { authorized, call in
                     // This runs again when the token is refreshed, or a middleware sends twice:
                     // only the last connection opened is kept.
                     opened.withLockedValue { $0?.abort() }
                     // The pins of this hop's host: a redirect may lead elsewhere.
                     let pins = authorized.head.scheme == "https"
                         ? self.pinning?.pins(for: PlainHTTPPolicy.host(of: authorized.head.authority ?? "")) : nil
-                    switch try await WebSocketDialer.dial(authorized, options: options, pins: pins) {
+                    switch try await WebSocketDialer.dial(authorized, options: options, pins: pins, limits: call.limitsOfAttempt) {
                     case .upgraded(let link):
                         opened.withLockedValue { $0 = link }
                         return Response(head: HTTPResponse(status: .switchingProtocols), body: ResponseBody())

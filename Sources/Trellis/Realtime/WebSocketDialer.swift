@@ -24,7 +24,7 @@ enum WebSocketDialer {
 
     /// Connects to `request`'s URL (`http` or `https`, standing for `ws` and `wss`) and sends
     /// the upgrade with the request's header fields.
-    static func dial(_ request: Request, options: WebSocketOptions, pins: PinnedHost?) async throws -> Outcome {
+    static func dial(_ request: Request, options: WebSocketOptions, pins: PinnedHost?, limits: ExchangeLimits) async throws -> Outcome {
         guard let url = request.url, let host = url.host, !host.isEmpty else {
             throw TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) has no host to open a WebSocket to"))
         }
@@ -94,7 +94,7 @@ enum WebSocketDialer {
             result = try await upgrade.get()
         } catch {
             // The same SwiftNIO and SwiftNIO SSL errors as beneath AsyncHTTPClient.
-            throw AsyncHTTPClientTransport.translate(error, host: authority, timeout: request.timeout ?? .seconds(60), request: request, pins: pins)
+            throw AsyncHTTPClientTransport.translate(error, host: authority, timeout: limits.timeout, request: request, pins: pins)
         }
         switch result {
         case .upgraded(let asyncChannel, let channel, let closeFrame):

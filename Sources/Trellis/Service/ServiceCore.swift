@@ -184,7 +184,7 @@ public final class _ServiceCore: Sendable {
 
 /// A service's `beforeSending` and `onResponse`, read when each call starts, since they may be
 /// set at any time.
-private struct ServiceInterceptors: OptionalStage {
+private struct ServiceInterceptors: Middleware, Stage {
     let slot: Slot
 
     /// The interceptors, and whether there are any, which every call asks without the lock:
@@ -210,8 +210,13 @@ private struct ServiceInterceptors: OptionalStage {
         }
     }
 
-    func isNeeded(for request: Request) -> Bool {
+    /// Passed over, without a frame, while the service has none.
+    func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         slot.hasAny
+    }
+
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        try await intercept(request) { request in try await next(request, call) }
     }
 
     func intercept(

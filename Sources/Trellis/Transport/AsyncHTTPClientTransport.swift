@@ -57,7 +57,7 @@ public final class AsyncHTTPClientTransport: Transport {
     let preparedRequests = PreparedRequests()
     /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
     /// so the client's compression stage must not decode them again.
-    let decodesContentEncoding: Bool
+    public let decodesContentEncoding: Bool
 
     /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
     ///
@@ -258,31 +258,29 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
-    /// Sends the request; AsyncHTTPClient's deadline (the request's) bounds the wait for the
-    /// response head, and the body streams as the caller reads it.
+    /// Sends the request; AsyncHTTPClient's deadline (the limits') bounds the wait for the
+    /// response head. A buffered call's body is read by the deadline too; a streamed body
+    /// streams as the caller reads it, watched for the idle timeout.
     ///
-    /// A buffered call with no body or one in memory is held to its deadline here, body
-    /// included, so the client's deadline stage passes it over (see `enforcesDeadline(for:)`).
-    /// Such a call goes through AsyncHTTPClient's delegate API, whose deadline covers the whole
-    /// exchange and which gathers the body on the event loop. A call with a body goes through the
-    /// async API and `collect(_:upTo:announced:by:of:host:)` instead when other calls are under
-    /// way, or when the client is one the caller brought: its delegate would run on a loop other
-    /// than its connection's as often as not, and the body would be written through that loop,
+    /// A buffered call with no body, or with one in memory made alone, goes through
+    /// AsyncHTTPClient's delegate API, whose deadline covers the whole exchange and which
+    /// gathers the body on the event loop. A call with a body goes through the async API and
+    /// `collect(_:upTo:announced:within:of:host:)` instead when other calls are under way, or
+    /// when the client is one the caller brought: its delegate would run on a loop other than
+    /// its connection's as often as not, and the body would be written through that loop,
     /// keeping the connection busy longer. A call made alone through a client the transport
-    /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`). Both ways
-    /// were measured in `Benchmarks/`.
-    public func send(_ request: Request) async throws -> Response<ResponseBody> {
-        let bufferLimit = enforcesDeadline(for: request) ? request.bufferLimit : nil
+    /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`).
+    public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
         let route = route(for: request)
         // Every call counts, whichever way it goes, so that a call overlapping one with a
         // body (or a stream) is known not to be alone.
         let preferred = route.hint?.begin()
         defer { route.hint?.end() }
-        if let bufferLimit, request.body == nil || preferred != nil {
-            return try await sendBuffered(request, upTo: bufferLimit, through: route, preferring: preferred)
+        if let bufferLimit = limits.bufferLimit, request.body == nil || (request.body?.bytes != nil && preferred != nil) {
+            return try await sendBuffered(request, upTo: bufferLimit, within: limits, through: route, preferring: preferred)
         }
-        let timeout = request.timeout ?? .seconds(60)
-        let deadline = request.deadline ?? .now + timeout
+        let timeout = limits.timeout
+        let deadline = limits.deadline
         var outgoing = HTTPClientRequest(url: request.urlString)
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers.reserveCapacity(request.headerFields.count)
@@ -307,10 +305,10 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         let head = Self.responseHead(status: response.status, headers: response.headers)
         let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
-        if let bufferLimit {
+        if let bufferLimit = limits.bufferLimit {
             let bytes: ByteBuffer
             do {
-                bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, by: deadline, of: request, host: host)
+                bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, within: limits, of: request, host: host)
             } catch TrellisError.connectionFailed(let failure) where request.body != nil {
                 throw TrellisError.connectionFailed(Self.answeredDuringUpload(failure, status: response.status))
             }
@@ -327,7 +325,7 @@ public final class AsyncHTTPClientTransport: Transport {
                 }
             }
         }
-        return Response(head: head, body: body)
+        return limits.watchingIdleTime(Response(head: head, body: body), of: request)
     }
 
     /// A buffered call's body in memory, by the call's deadline: AsyncHTTPClient's own
@@ -340,16 +338,16 @@ public final class AsyncHTTPClientTransport: Transport {
         _ body: HTTPClientResponse.Body,
         upTo limit: Int,
         announced: Int64?,
-        by deadline: ContinuousClock.Instant,
+        within limits: ExchangeLimits,
         of request: Request,
         host: String
     ) async throws -> ByteBuffer {
         if let announced, announced > limit {
             throw TrellisError.responseTooLarge(ResponseTooLarge(limit: limit, announcedLength: announced))
         }
-        let timeout = request.timeout ?? .seconds(60)
+        let timeout = limits.timeout
         do {
-            return try await Deadline.run(deadline - .now, reporting: request.timeout, describing: request) {
+            return try await Deadline.run(until: limits, describing: request) {
                 var collected = ByteBuffer()
                 do {
                     for try await var chunk in body {
@@ -363,10 +361,8 @@ public final class AsyncHTTPClientTransport: Transport {
                 }
                 return collected
             }
-        } catch TrellisError.connectionFailed(var failure) where failure.mayBeStaleConnection {
-            // Part of a response came: not the stale connection a replay is for.
-            failure.mayBeStaleConnection = false
-            throw TrellisError.connectionFailed(failure)
+        } catch TrellisError.connectionFailed(let failure) where failure.mayBeStaleConnection {
+            throw TrellisError.connectionFailed(failure.afterPartOfAResponse)
         }
     }
 
@@ -384,11 +380,12 @@ public final class AsyncHTTPClientTransport: Transport {
     private func sendBuffered(
         _ request: Request,
         upTo limit: Int,
+        within limits: ExchangeLimits,
         through route: Route,
         preferring preferred: (any EventLoop)?
     ) async throws -> Response<ResponseBody> {
-        let timeout = request.timeout ?? .seconds(60)
-        let deadline = request.deadline ?? .now + timeout
+        let timeout = limits.timeout
+        let deadline = limits.deadline
         let host = request.head.authority ?? ""
         let (client, pins) = (route.client, route.pins)
         var headers = HTTPHeaders()
@@ -424,9 +421,8 @@ public final class AsyncHTTPClientTransport: Transport {
             return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
         } catch {
             var translated = Self.translate(error, host: host, timeout: timeout, request: request, pins: pins)
-            if let status = delegate?.receivedStatus, case TrellisError.connectionFailed(var failure) = translated {
-                // Part of a response came: not the stale connection a replay is for.
-                failure.mayBeStaleConnection = false
+            if let status = delegate?.receivedStatus, case TrellisError.connectionFailed(let answered) = translated {
+                var failure = answered.afterPartOfAResponse
                 if request.body != nil { failure = Self.answeredDuringUpload(failure, status: status) }
                 translated = TrellisError.connectionFailed(failure)
             }
@@ -649,14 +645,6 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 }
 
-extension AsyncHTTPClientTransport: DeadlineEnforcingTransport {
-    /// Whether the transport holds `request` to its deadline, body included: a buffered call
-    /// whose body is in memory, or none.
-    func enforcesDeadline(for request: Request) -> Bool {
-        request.bufferLimit != nil && (request.body == nil || request.body?.bytes != nil)
-    }
-}
-
 /// Gathers a response into memory on the event loop, refusing more than `limit` bytes, and
 /// hands the outcome to the call waiting in ``response()``.
 private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
@@ -782,4 +770,3 @@ private struct RequestBodyChunks: AsyncSequence, Sendable {
     }
 }
 
-extension AsyncHTTPClientTransport: ContentDecodingTransport {}

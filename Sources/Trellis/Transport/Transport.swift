@@ -1,12 +1,35 @@
 /// Sends one request over the network and returns the response as it arrives.
 ///
 /// A transport does that and nothing else: no retries, no redirects of its own choosing, no
-/// decoding. It honours the request's ``Request/timeout`` until the response head arrives,
-/// stops when the calling task is cancelled, and reports failures as ``TrellisError`` (and
-/// cancellation as `CancellationError`).
+/// decoding unless it says so (``decodesContentEncoding``). With each request it is given the
+/// ``ExchangeLimits`` it must hold the exchange to: the deadline, the body limit of a
+/// buffered call, and the idle timeout of a streamed body. It stops when the calling task is
+/// cancelled, and reports failures as ``TrellisError`` (and cancellation as
+/// `CancellationError`).
+///
+/// A transport of your own can honour the limits by sending through
+/// ``ExchangeLimits/enforce(for:_:)``:
+///
+/// ```swift
+/// struct MyTransport: Transport {
+///     func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
+///         try await limits.enforce(for: request) { try await myExchange(request) }
+///     }
+/// }
+/// ```
 public protocol Transport: Sendable {
-    /// Sends `request` and returns the response head with a body still to be read.
-    func send(_ request: Request) async throws -> Response<ResponseBody>
+    /// Sends `request` and returns the response head with a body: in memory by
+    /// `limits.deadline` for a buffered exchange (``ExchangeLimits/bufferLimit`` set), still
+    /// to be read for a streamed one.
+    func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody>
+
+    /// Whether the transport decodes compressed bodies (`Content-Encoding`) itself, so that
+    /// the client must not decode them again; `false` unless the transport says otherwise.
+    var decodesContentEncoding: Bool { get }
+}
+
+extension Transport {
+    public var decodesContentEncoding: Bool { false }
 }
 
 /// The transports Trellis ships, and the one it picks for you.

@@ -57,7 +57,20 @@ public final class URLSessionTransport: Transport {
         session.finishTasksAndInvalidate()
     }
 
-    public func send(_ request: Request) async throws -> Response<ResponseBody> {
+    /// URLSession decodes gzip and deflate bodies itself, and cannot be told not to.
+    public var decodesContentEncoding: Bool { true }
+
+    /// Sends the request. A buffered call's whole exchange is held to the deadline by
+    /// ``ExchangeLimits/enforce(for:_:)``; a streamed call's head is held to it here, and its
+    /// body watched for the idle timeout.
+    public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
+        guard limits.bufferLimit == nil else {
+            return try await limits.enforce(for: request) { try await self.exchange(request, within: limits) }
+        }
+        return limits.watchingIdleTime(try await exchange(request, within: limits), of: request)
+    }
+
+    private func exchange(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
         guard let url = request.url else {
             throw TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) is not a valid URL"))
         }
@@ -72,7 +85,7 @@ public final class URLSessionTransport: Transport {
             ))
         }
         #endif
-        let timeout = request.timeout ?? .seconds(60)
+        let timeout = limits.timeout
         // FoundationNetworking turns the interval into whole milliseconds for libcurl and traps
         // on a value too large for that: a longer wait than about 11 days is not one anybody
         // means, and the client's own deadline still applies.
@@ -89,11 +102,11 @@ public final class URLSessionTransport: Transport {
             }
             task = session.dataTask(with: urlRequest)
         }
-        let exchange = Exchange(task: task, delegateQueue: session.delegateQueue, request: request, timeout: timeout, spool: spool)
+        let exchange = Exchange(task: task, delegateQueue: session.delegateQueue, request: request, limits: limits, spool: spool)
         // A streamed call's head is held to the deadline here: libcurl's timeout waits for the
         // next byte, and a server that sends a header line now and then never lets it fire. (A
-        // buffered call's whole exchange is held to it by the pipeline.)
-        let headDeadline = request.bufferLimit == nil ? NIODeadline.now() + TimeAmount((request.deadline ?? .now + timeout) - .now) : nil
+        // buffered call's whole exchange is held to it by `send`.)
+        let headDeadline = limits.bufferLimit == nil ? limits.nioDeadline : nil
         let headDeadlines = headDeadlines
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -142,7 +155,7 @@ private final class Exchange: @unchecked Sendable {
 
     let task: URLSessionDataTask
     let request: Request
-    let timeout: Duration
+    let limits: ExchangeLimits
     private let state = NIOLockedValueBox(State())
     private let chunks: AsyncThrowingStream<ByteBuffer, any Error>
     private let chunkSink: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
@@ -151,10 +164,10 @@ private final class Exchange: @unchecked Sendable {
     /// A spooled request body, removed when the exchange ends.
     let spool: String?
 
-    init(task: URLSessionDataTask, delegateQueue: OperationQueue, request: Request, timeout: Duration, spool: String?) {
+    init(task: URLSessionDataTask, delegateQueue: OperationQueue, request: Request, limits: ExchangeLimits, spool: String?) {
         self.task = task
         self.request = request
-        self.timeout = timeout
+        self.limits = limits
         self.spool = spool
         let canceller = TaskCanceller(task: task, delegateQueue: delegateQueue)
         self.canceller = canceller
@@ -217,7 +230,7 @@ private final class Exchange: @unchecked Sendable {
     func headTimedOut() {
         guard let continuation = takeHeadContinuation() else { return }
         canceller.cancel()
-        continuation.resume(throwing: TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: RequestLog.summary(request))))
+        continuation.resume(throwing: limits.timedOut(request))
     }
 
     func received(_ response: URLResponse) {
@@ -273,7 +286,7 @@ private final class Exchange: @unchecked Sendable {
         // A buffered call's limit is enforced here, as the bytes arrive, rather than by the
         // reader: FoundationNetworking cannot pause a transfer, and a reader that is slow to be
         // scheduled would let the session buffer (and the server send) far past the limit.
-        if let limit = request.bufferLimit {
+        if let limit = limits.bufferLimit {
             let total = state.withLockedValue { state in
                 state.received += data.count
                 return state.received
@@ -356,7 +369,7 @@ private final class Exchange: @unchecked Sendable {
         case .cancelled:
             return CancellationError()
         case .timedOut:
-            return TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: RequestLog.summary(request)))
+            return limits.timedOut(request)
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected,
             .clientCertificateRequired:
@@ -520,11 +533,6 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         completionHandler(.cancelAuthenticationChallenge, nil)
         #endif
     }
-}
-
-/// URLSession decodes gzip and deflate bodies itself, and cannot be told not to.
-extension URLSessionTransport: ContentDecodingTransport {
-    var decodesContentEncoding: Bool { true }
 }
 
 extension URLSessionTransport {

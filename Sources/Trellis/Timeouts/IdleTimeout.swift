@@ -3,33 +3,18 @@ import NIOCore
 import NIOPosix
 
 /// Ends a streamed body (a download, an event stream, a body being discarded) with
-/// ``TrellisError/timedOut(_:)`` when no byte arrives for the client's idle timeout while
-/// someone is waiting for one. On every hop, so a stalled redirect or 401 body is caught too.
-///
-/// Buffered calls need no watch: their whole exchange runs against the call's deadline.
-struct IdleTimeoutStage: OptionalStage {
-    let idleTimeout: Duration
-
-    func isNeeded(for request: Request) -> Bool {
-        request.bufferLimit == nil
-    }
-
-    func intercept(
-        _ request: Request,
-        next: @Sendable (Request) async throws -> Response<ResponseBody>
-    ) async throws -> Response<ResponseBody> {
-        let response = try await next(request)
-        guard request.bufferLimit == nil, case .stream = response.body.storage else { return response }
-        let body = response.body
-        let idleTimeout = idleTimeout
+/// ``TrellisError/timedOut(_:)`` when no byte arrives for the idle timeout while someone is
+/// waiting for one (see ``ExchangeLimits/watchingIdleTime(_:of:)``).
+enum IdleTimeout {
+    static func watching(_ body: ResponseBody, for idleTimeout: Duration, of request: Request) -> ResponseBody {
         // The error is written only if the time runs out: most streams never need it.
         let failure: @Sendable () -> TrellisError = {
             .timedOut(TimeoutFailure(timeout: idleTimeout, request: RequestLog.summary(request), waitingFor: "the next byte of the body"))
         }
-        return response.withBody(ResponseBody(expectedLength: body.expectedLength) {
+        return ResponseBody(expectedLength: body.expectedLength) {
             let watch = IdleWatch(inner: body.makeAsyncIterator(), failure: failure, idleTimeout: idleTimeout)
             return ChunkIterator { try await watch.next() }
-        })
+        }
     }
 }
 

@@ -4,25 +4,23 @@ import NIOPosix
 
 /// Runs an operation against a time limit.
 enum Deadline {
-    /// The operation's result, or ``TrellisError/timedOut(_:)`` once `limit` has passed; the
-    /// operation is cancelled then, which makes the transport close the connection.
+    /// The operation's result, or ``TrellisError/timedOut(_:)`` (naming the limits' timeout)
+    /// once the limits' deadline has passed; the operation is cancelled then, which makes the
+    /// transport close the connection.
     ///
     /// The operation runs in a task of its own so that expiry cancels it alone, never the
     /// caller's task. The task starts on the calling thread and runs there until it first has
     /// to wait, so an operation whose input is already at hand (a small body that came with
     /// its head) completes without a thread hop. The timer is an event-loop timer rather than a
-    /// second task sleeping: a task per request costs allocations and a thread hop, and this
-    /// is on the path of many buffered calls (measured in `Benchmarks/`).
-    ///
-    /// - Parameter reported: the timeout the error names (the request's), when `limit` is what
-    ///   is left of it.
+    /// second task sleeping, which would cost allocations and a thread hop on every buffered
+    /// call.
     static func run<Value: Sendable>(
-        _ limit: Duration,
-        reporting reported: Duration? = nil,
+        until limits: ExchangeLimits,
         describing request: Request,
         _ operation: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
-        let timedOut = { TrellisError.timedOut(TimeoutFailure(timeout: reported ?? limit, request: RequestLog.summary(request))) }
+        let limit = limits.deadline - .now
+        let timedOut = { limits.timedOut(request) }
         guard limit > .zero else { throw timedOut() }
         let watch = Watch()
         let task = Task.immediate {

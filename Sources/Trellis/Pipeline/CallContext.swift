@@ -1,0 +1,27 @@
+/// What a call carries through the pipeline beside the request the caller built: what the
+/// client and its stages have decided for this call, for the stages (and the transport) after
+/// them. A stage passes it on, changed or not, with the request.
+struct CallContext: Sendable {
+    /// For a buffered call, the most bytes its body may hold; `nil` for a streamed call.
+    var bufferLimit: Int?
+    /// The time limits and the body limit of the attempt under way, fixed by
+    /// ``TimeLimitStage`` for each attempt; a redirect or a token replay of the attempt
+    /// shares them.
+    var limits: ExchangeLimits?
+    /// The call's span and monitors, when anything observes it (``ObservationStage``).
+    var observation: CallObservation?
+    /// The origin the call was made to, once a redirect has taken it elsewhere: credentials
+    /// given without an origin of their own are sent to it alone. `nil` on the first hop,
+    /// whose origin is the request's.
+    var origin: String?
+
+    init(bufferLimit: Int? = nil) {
+        self.bufferLimit = bufferLimit
+    }
+
+    /// The limits the transport is given: those of the attempt, or, for a pipeline without
+    /// ``TimeLimitStage`` (a test's), the client's default timeouts from now.
+    var limitsOfAttempt: ExchangeLimits {
+        limits ?? ExchangeLimits(timeouts: Client.Configuration.Timeouts(), bufferLimit: bufferLimit)
+    }
+}
