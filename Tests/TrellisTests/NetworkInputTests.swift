@@ -51,7 +51,7 @@ struct NetworkInputTests {
     /// stale connection's break: the request goes out again on a new connection.
     @Test func aConnectionFoundClosedCountsAsStale() throws {
         let request = try Request(method: .get, url: URL(string: "http://127.0.0.1:1/x")!)
-        let error = AsyncHTTPClientTransport.translate(ChannelError.ioOnClosedChannel, host: "127.0.0.1:1", timeout: .seconds(1), request: request)
+        let error = TransportErrors.translate(ChannelError.ioOnClosedChannel, host: "127.0.0.1:1", timeout: .seconds(1), request: request)
         guard case TrellisError.connectionFailed(let failure) = error else {
             Issue.record("expected connectionFailed, got \(error)")
             return

@@ -65,25 +65,17 @@ public struct ResponseBody: AsyncSequence, Sendable {
     /// - Throws: ``TrellisError/responseTooLarge(_:)`` as soon as the announced length or the
     ///   bytes received exceed `maxBytes`, before the memory is spent.
     public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
+        var limit = BodyLimit(maxBytes)
         if case .bytes(let buffer) = storage {
-            guard buffer.readableBytes <= maxBytes else {
-                throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: Int64(buffer.readableBytes)))
-            }
+            try limit.announce(Int64(buffer.readableBytes))
             return buffer
         }
-        if let expectedLength, expectedLength > maxBytes {
-            throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: expectedLength))
-        }
-        var iterator = makeAsyncIterator()
-        guard var collected = try await iterator.next() else { return ByteBuffer() }
-        while var chunk = try await iterator.next() {
-            guard collected.readableBytes + chunk.readableBytes <= maxBytes else {
-                throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: expectedLength))
-            }
-            collected.writeBuffer(&chunk)
-        }
-        guard collected.readableBytes <= maxBytes else {
-            throw TrellisError.responseTooLarge(.init(limit: maxBytes, announcedLength: expectedLength))
+        try limit.announce(expectedLength)
+        var collected = ByteBuffer()
+        for try await var chunk in self {
+            try limit.add(chunk.readableBytes)
+            // The first chunk is kept as it is, uncopied: a small body comes in one.
+            if collected.readableBytes == 0 { collected = chunk } else { collected.writeBuffer(&chunk) }
         }
         return collected
     }

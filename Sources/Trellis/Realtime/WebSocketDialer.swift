@@ -94,7 +94,7 @@ enum WebSocketDialer {
             result = try await upgrade.get()
         } catch {
             // The same SwiftNIO and SwiftNIO SSL errors as beneath AsyncHTTPClient.
-            throw AsyncHTTPClientTransport.translate(error, host: authority, timeout: limits.timeout, request: request, pins: pins)
+            throw TransportErrors.translate(error, host: authority, timeout: limits.timeout, request: request, pins: pins)
         }
         switch result {
         case .upgraded(let asyncChannel, let channel, let closeFrame):

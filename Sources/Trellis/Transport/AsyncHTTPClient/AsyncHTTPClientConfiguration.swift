@@ -1,0 +1,65 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOSSL
+
+/// How the transport sets up the `HTTPClient`s it makes: pins checked on every new
+/// connection, and the guards every connection gets.
+extension AsyncHTTPClientTransport {
+    /// `base` with `pins` enforced: pinned CA certificates as the only trust roots, or no
+    /// chain verification when the server must present a pinned certificate exactly (the
+    /// check after the handshake does that), and the post-handshake check on every new
+    /// HTTP/1 and HTTP/2 connection.
+    static func configuration(
+        _ base: HTTPClient.Configuration,
+        checking pins: PinnedHost
+    ) -> HTTPClient.Configuration {
+        var configuration = base
+        configuration.tlsConfiguration = pins.enforcing(on: base.tlsConfiguration ?? .makeClientConfiguration())
+        // A mismatch is not transient: trying the connection again until the deadline would
+        // only delay the failure.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            channel.nioSSL_peerCertificate().flatMapThrowing(pins.verify).flatMapError { error in
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+        }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(check, base.http1_1ConnectionDebugInitializer)
+        configuration.http2ConnectionDebugInitializer = Self.chain(check, base.http2ConnectionDebugInitializer)
+        return configuration
+    }
+
+    /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`, each HTTP/1
+    /// connection and HTTP/2 stream guarded against a status AsyncHTTPClient would trap on
+    /// (see `ResponseStatusGuard`), each HTTP/1 connection against the bytes an answer left
+    /// behind (see `ReusedConnectionGuard`), and each HTTP/2 connection closed when its frames cannot be
+    /// parsed (see `HTTP2ConnectionBreak`).
+    static func configuration(
+        _ base: HTTPClient.Configuration,
+        watchedBy hint: ConnectionLoopHint
+    ) -> HTTPClient.Configuration {
+        var configuration = base
+        let watch: @Sendable (any Channel) -> EventLoopFuture<Void> = { hint.watch($0) }
+        let guardConnection: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            ResponseStatusGuard.installOnConnection(channel).flatMap { ReusedConnectionGuard.install(on: channel) }
+        }
+        let guardStream: @Sendable (any Channel) -> EventLoopFuture<Void> = { ResponseStatusGuard.installOnStream($0) }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(
+            watch, Self.chain(guardConnection, base.http1_1ConnectionDebugInitializer)
+        )
+        let closeWhenBroken: @Sendable (any Channel) -> EventLoopFuture<Void> = { HTTP2ConnectionBreak.install(on: $0) }
+        configuration.http2ConnectionDebugInitializer = Self.chain(
+            watch, Self.chain(closeWhenBroken, base.http2ConnectionDebugInitializer)
+        )
+        configuration.http2StreamChannelDebugInitializer = Self.chain(guardStream, base.http2StreamChannelDebugInitializer)
+        return configuration
+    }
+
+    static func chain(
+        _ first: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>,
+        _ second: (@Sendable (any Channel) -> EventLoopFuture<Void>)?
+    ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        guard let second else { return first }
+        return { channel in first(channel).flatMap { second(channel) } }
+    }
+}

@@ -1,0 +1,157 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+
+/// The exchanges that go through AsyncHTTPClient's async API.
+extension AsyncHTTPClientTransport {
+    /// A call through AsyncHTTPClient's async API: a streamed call, or a buffered one whose
+    /// body is streamed or which overlaps other calls. AsyncHTTPClient's deadline bounds the
+    /// wait for the head; a buffered call's body is then read by the deadline too.
+    func sendThroughAsyncAPI(_ request: Request, within limits: ExchangeLimits, through route: Route) async throws -> Response<ResponseBody> {
+        let timeout = limits.timeout
+        let deadline = limits.deadline
+        var outgoing = HTTPClientRequest(url: request.urlString)
+        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
+        outgoing.headers.reserveCapacity(request.headerFields.count)
+        request.forEachWireField { name, value in outgoing.headers.add(name: name, value: value) }
+        if let body = request.body {
+            if let bytes = body.bytes {
+                outgoing.body = .bytes(bytes)
+            } else {
+                let length: HTTPClientRequest.Body.Length = body.length.map { .known($0) } ?? .unknown
+                outgoing.body = .stream(RequestBodyChunks(body: body), length: length)
+            }
+        }
+        let host = request.head.authority ?? ""
+        let (client, pins) = (route.client, route.pins)
+        let response: HTTPClientResponse
+        do {
+            response = try await Self.waitingForAConnection(until: deadline) { remaining in
+                try await client.execute(outgoing, deadline: .now() + TimeAmount(remaining))
+            }
+        } catch {
+            throw TransportErrors.translate(error, host: host, timeout: timeout, request: request, pins: pins)
+        }
+        let head = Self.responseHead(status: response.status, headers: response.headers)
+        let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
+        if let bufferLimit = limits.bufferLimit {
+            let bytes: ByteBuffer
+            do {
+                bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, within: limits, of: request, host: host)
+            } catch TrellisError.connectionFailed(let failure) where request.body != nil {
+                throw TrellisError.connectionFailed(Self.answeredDuringUpload(failure, status: response.status))
+            }
+            return Response(head: head, body: ResponseBody(bytes))
+        }
+        let chunks = response.body
+        let body = ResponseBody(expectedLength: expectedLength) {
+            var iterator = chunks.makeAsyncIterator()
+            return ChunkIterator {
+                do {
+                    return try await iterator.next()
+                } catch {
+                    throw TransportErrors.translate(error, host: host, timeout: timeout, request: request)
+                }
+            }
+        }
+        return limits.watchingIdleTime(Response(head: head, body: body), of: request)
+    }
+
+    /// A buffered call's body in memory, by the call's deadline: AsyncHTTPClient's own
+    /// deadline stops at the response head.
+    ///
+    /// The body is read in a task of its own, which expiry cancels (closing the connection).
+    /// The task starts on the calling thread, and a small body has usually arrived with the
+    /// head, so it often completes without ever being scheduled.
+    static func collect(
+        _ body: HTTPClientResponse.Body,
+        upTo limit: Int,
+        announced: Int64?,
+        within limits: ExchangeLimits,
+        of request: Request,
+        host: String
+    ) async throws -> ByteBuffer {
+        var bodyLimit = BodyLimit(limit)
+        try bodyLimit.announce(announced)
+        let checkedLimit = bodyLimit
+        let timeout = limits.timeout
+        do {
+            return try await Deadline.run(until: limits, describing: request) {
+                var bodyLimit = checkedLimit
+                var collected = ByteBuffer()
+                do {
+                    for try await var chunk in body {
+                        try bodyLimit.add(chunk.readableBytes)
+                        if collected.readableBytes == 0 { collected = chunk } else { collected.writeBuffer(&chunk) }
+                    }
+                } catch {
+                    throw TransportErrors.translate(error, host: host, timeout: timeout, request: request)
+                }
+                return collected
+            }
+        } catch TrellisError.connectionFailed(let failure) where failure.mayBeStaleConnection {
+            throw TrellisError.connectionFailed(failure.afterPartOfAResponse)
+        }
+    }
+
+    /// `failure`, which broke the response to a request with a body, with the status the
+    /// server had answered (300 or more) named in it.
+    ///
+    /// A server may refuse an upload before it has read it, a 413 to a body too large, with
+    /// `Connection: close`. AsyncHTTPClient stops sending once such an answer has come, closes
+    /// the connection when the answer has ended, and then fails the exchange for the body it
+    /// could not write ("I/O on closed channel"), dropping the rest of the answer. The status
+    /// is all that is left of the refusal; without it the caller would see a broken connection.
+    static func answeredDuringUpload(_ failure: ConnectionFailure, status: HTTPResponseStatus) -> ConnectionFailure {
+        guard status.code >= 300 else { return failure }
+        var named = ConnectionFailure(
+            host: failure.host,
+            reason: "the server answered \(status.code) \(status.reasonPhrase) to a request with a body, "
+                + "and the connection closed before the rest of the answer arrived (\(failure.reason))",
+            underlying: failure.underlying
+        )
+        // What the failure was still holds: an answer that broke HTTP is not retried.
+        named.isProtocolViolation = failure.isProtocolViolation
+        return named
+    }
+
+    /// `send` again and again while AsyncHTTPClient gives up on it for want of a free
+    /// connection, until `deadline`.
+    ///
+    /// AsyncHTTPClient bounds a request's wait in its pool by the connect timeout (10 s by
+    /// default), whatever the request's deadline: under load (more concurrent calls to a host
+    /// than it keeps connections), a call with a minute to go failed after 10 s in the queue.
+    /// Such a request never left the queue, so nothing of it was sent, not even the first byte
+    /// of a streamed body, and sending it again is safe whatever its method.
+    ///
+    /// Each round lasts at least `minimumRound`: with a connect timeout of zero or near it,
+    /// the pool gives up at once, and resending at once would spin until the deadline. `send`
+    /// gets the time left when its round started, so a call reads the clock once here, not
+    /// again for AsyncHTTPClient's deadline.
+    static func waitingForAConnection<Result>(
+        until deadline: ContinuousClock.Instant,
+        minimumRound: Duration = .milliseconds(100),
+        _ send: (_ remaining: Duration) async throws -> Result
+    ) async throws -> Result {
+        while true {
+            let started = ContinuousClock.now
+            do {
+                return try await send(deadline - started)
+            } catch let error as HTTPClientError where error == .getConnectionFromPoolTimeout && .now < deadline {
+                let resend = min(started + minimumRound, deadline)
+                if resend > .now { try await Task.sleep(until: resend, clock: .continuous) }
+                guard .now < deadline else { throw error }
+            }
+        }
+    }
+}
+
+/// A streamed request body as AsyncHTTPClient reads it.
+private struct RequestBodyChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let body: RequestBody
+
+    func makeAsyncIterator() -> ChunkIterator {
+        body.makeChunkIterator()
+    }
+}

@@ -1,0 +1,192 @@
+public import AsyncHTTPClient
+import Atomics
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// A ``Transport`` over AsyncHTTPClient: connection pooling, HTTP/2 when the server offers
+/// it, and TLS through SwiftNIO SSL. The default on Linux.
+///
+/// ``shared`` serves every client that does not bring its own transport. A transport made
+/// with your own `HTTPClient.Configuration` owns its `HTTPClient`: call ``shutdown()`` when
+/// you are done with it (it is also shut down when the transport is released).
+public final class AsyncHTTPClientTransport: Transport {
+    /// The transport every client uses by default on Linux, alive for the whole process.
+    public static let shared = AsyncHTTPClientTransport(configuration: defaultConfiguration)
+
+    /// Trellis's defaults: full certificate verification, redirects left to the client's
+    /// ``RedirectPolicy`` (a transport that followed them too would bypass its checks), a
+    /// 10-second connect timeout, HTTP/2 when offered, and no silent retrying of
+    /// failed connection attempts (AsyncHTTPClient's default retries a refused connection until
+    /// the connect timeout; a refused connection should fail at once).
+    public static var defaultConfiguration: HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration(
+            certificateVerification: .fullVerification,
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .seconds(10))
+        )
+        configuration.httpVersion = .automatic
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
+
+    /// The underlying client, for every host that is not pinned.
+    public let httpClient: HTTPClient
+    let ownsClient: Bool
+    /// Set by ``shutdown()`` before the clients are shut down. AsyncHTTPClient fails a request
+    /// to a client that is shutting down without a word to its delegate: a call that sees this
+    /// set waits for the task's result instead (see `sendBuffered`).
+    let isShuttingDown = ManagedAtomic(false)
+    /// The pins this transport checks, if any.
+    public let pinning: CertificatePinning?
+    /// Where a request to a host that is not pinned goes: ``httpClient``.
+    private let defaultRoute: Route
+    /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
+    /// pool only ever holds connections checked against one set of pins.
+    private let pinnedRoutes: [Route]
+    /// The deadlines of the calls under way over the delegate API, which fail their tasks.
+    let deadlines = DeadlineTimer<HTTPClient.Task<Void>> { task in
+        task.fail(reason: HTTPClientError.deadlineExceeded)
+    }
+    /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
+    let preparedRequests = PreparedRequests()
+    /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
+    /// so the client's compression stage must not decode them again.
+    public let decodesContentEncoding: Bool
+
+    /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
+    ///
+    /// Redirects are the client's (``RedirectPolicy``): `configuration.redirectConfiguration`
+    /// is set to `.disallow`. A transport that followed them itself would take a request, and
+    /// the credentials on it, to another origin without the redirect stage's checks.
+    ///
+    /// The client's own tracing (`configuration.tracing.tracer`) is turned off: Trellis traces
+    /// each call itself and sends its context with every hop. AsyncHTTPClient's span would be a
+    /// second one, a root span cut off from the call when it starts on the event loop, and on
+    /// a request with a body its context would go out as a second `traceparent` field.
+    ///
+    /// Each pinned host pattern gets a client of its own (sharing the event loops), whose
+    /// trust roots are the pinned CA certificates and which checks the server certificate
+    /// of every new connection right after the handshake, before the connection carries a
+    /// request. A mismatch closes the connection and fails the request with
+    /// ``TrellisError/pinningFailed(_:)``.
+    public init(
+        configuration: HTTPClient.Configuration = AsyncHTTPClientTransport.defaultConfiguration,
+        pinning: CertificatePinning? = nil
+    ) {
+        var configuration = configuration
+        configuration.tracing.tracer = nil
+        configuration.redirectConfiguration = .disallow
+        let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
+        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
+        self.defaultRoute = Route(client: httpClient, pins: nil, hint: hint)
+        self.ownsClient = true
+        self.pinning = pinning
+        if case .enabled = configuration.decompression { self.decodesContentEncoding = true } else { self.decodesContentEncoding = false }
+        self.pinnedRoutes = (pinning?.hosts ?? []).map { pins in
+            let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
+            let client = HTTPClient(
+                eventLoopGroupProvider: .singleton,
+                configuration: Self.configuration(Self.configuration(configuration, checking: pins), watchedBy: hint)
+            )
+            return Route(client: client, pins: pins, hint: hint)
+        }
+    }
+
+    /// A transport with Trellis's defaults and its own connect timeout: how long opening a
+    /// connection (TCP and TLS) may take, apart from the request's overall timeout. A host
+    /// that does not answer then fails fast with ``TrellisError/connectionFailed(_:)`` (which
+    /// a ``RetryPolicy`` retries) instead of using up the whole request timeout.
+    public convenience init(connectTimeout: Duration, pinning: CertificatePinning? = nil) {
+        var configuration = Self.defaultConfiguration
+        configuration.timeout.connect = TimeAmount(connectTimeout)
+        self.init(configuration: configuration, pinning: pinning)
+    }
+
+    /// A transport over an `HTTPClient` you manage (and shut down) yourself. Trellis decodes
+    /// compressed bodies itself; leave the client's `decompression` disabled (its default), or
+    /// turn the client's ``Client/Configuration/Compression/decodesResponses`` off. Trellis also
+    /// traces each call itself: set the client's `tracing.tracer` to `nil` so that a call makes
+    /// one span, not two.
+    public init(httpClient: HTTPClient) {
+        self.httpClient = httpClient
+        // The transport cannot watch the connections of a client it did not make.
+        self.defaultRoute = Route(client: httpClient, pins: nil, hint: nil)
+        self.ownsClient = false
+        self.pinning = nil
+        self.pinnedRoutes = []
+        self.decodesContentEncoding = false
+    }
+
+    deinit {
+        if ownsClient {
+            httpClient.shutdown { _ in }
+        }
+        for route in pinnedRoutes {
+            route.client.shutdown { _ in }
+        }
+    }
+
+    /// Shuts down the owned `HTTPClient`s, closing their connections.
+    public func shutdown() async throws {
+        isShuttingDown.store(true, ordering: .sequentiallyConsistent)
+        if ownsClient {
+            try await httpClient.shutdown()
+        }
+        for route in pinnedRoutes {
+            try await route.client.shutdown()
+        }
+    }
+
+    /// A client, the pins it checks, and the hint that notes the loop its connections last
+    /// read on (none for a client the caller brought).
+    struct Route: Sendable {
+        let client: HTTPClient
+        let pins: PinnedHost?
+        let hint: ConnectionLoopHint?
+    }
+
+    /// The route of `request`.
+    func route(for request: Request) -> Route {
+        guard let pinning, request.head.scheme?.lowercased() == "https",
+            let index = pinning.index(for: PlainHTTPPolicy.host(of: request.head.authority ?? ""))
+        else {
+            return defaultRoute
+        }
+        return pinnedRoutes[index]
+    }
+
+    /// The hints of the clients the transport made, the default one first; for tests.
+    var loopHints: [ConnectionLoopHint] {
+        ([defaultRoute] + pinnedRoutes).compactMap(\.hint)
+    }
+
+    /// Sends the request; AsyncHTTPClient's deadline (the limits') bounds the wait for the
+    /// response head. A buffered call's body is read by the deadline too; a streamed body
+    /// streams as the caller reads it, watched for the idle timeout.
+    ///
+    /// A buffered call with no body, or with one in memory made alone, goes through
+    /// AsyncHTTPClient's delegate API, whose deadline covers the whole exchange and which
+    /// gathers the body on the event loop. A call with a body goes through the async API and
+    /// `collect(_:upTo:announced:within:of:host:)` instead when other calls are under way, or
+    /// when the client is one the caller brought: its delegate would run on a loop other than
+    /// its connection's as often as not, and the body would be written through that loop,
+    /// keeping the connection busy longer. A call made alone through a client the transport
+    /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`).
+    public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
+        let route = route(for: request)
+        // Every call counts, whichever way it goes, so that a call overlapping one with a
+        // body (or a stream) is known not to be alone.
+        let preferred = route.hint?.begin()
+        defer { route.hint?.end() }
+        if let bufferLimit = limits.bufferLimit, request.body == nil || (request.body?.bytes != nil && preferred != nil) {
+            return try await sendBuffered(request, upTo: bufferLimit, within: limits, through: route, preferring: preferred)
+        }
+        return try await sendThroughAsyncAPI(request, within: limits, through: route)
+    }
+}
