@@ -47,10 +47,14 @@ public final class MockTransport: Transport {
     /// Answers one request.
     public typealias Handler = @Sendable (RecordedRequest) async throws -> Response<Data>
 
+    /// Answers one request with a body still to be read: a stream of chunks, an event stream,
+    /// a body that stalls partway.
+    public typealias StreamingHandler = @Sendable (RecordedRequest) async throws -> Response<ResponseBody>
+
     private struct Route {
         let method: HTTPRequest.Method?
         let segments: [Substring]
-        let handler: Handler
+        let handler: StreamingHandler
     }
 
     private struct State {
@@ -75,6 +79,23 @@ public final class MockTransport: Transport {
 
     /// Answers requests for `method` (any method when `nil`) and `path` with `handler`.
     public func register(_ method: HTTPRequest.Method?, _ path: String, handler: @escaping Handler) {
+        register(method, path, streaming: { request in
+            let response = try await handler(request)
+            return response.withBody(ResponseBody(response.body))
+        })
+    }
+
+    /// Answers requests for `method` (any method when `nil`) and `path` with `handler`, whose
+    /// body is read as the caller reads it, held to the exchange's limits (the idle timeout
+    /// ends a body that stalls).
+    ///
+    /// ```swift
+    /// mock.register(.get, "/events", streaming: { _ in
+    ///     Response(head: HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"]),
+    ///              body: ResponseBody(stream: events, expectedLength: nil))
+    /// })
+    /// ```
+    public func register(_ method: HTTPRequest.Method?, _ path: String, streaming handler: @escaping StreamingHandler) {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         state.withLockedValue { $0.routes.append(Route(method: method, segments: segments, handler: handler)) }
     }
@@ -144,8 +165,7 @@ public final class MockTransport: Transport {
                 body: ResponseBody(message)
             )
         }
-        let response = try await route.handler(recorded)
-        return response.withBody(ResponseBody(response.body))
+        return try await route.handler(recorded)
     }
 
     private static func matches(_ route: Route, _ request: RecordedRequest) -> Bool {

@@ -66,6 +66,8 @@ final class HostileServer: RawTestServer {
     /// Yields each time a connection closes, by either side.
     let closures: AsyncStream<Void>
     private let closureSink: AsyncStream<Void>.Continuation
+    /// Yields the request line of each request as it arrives.
+    let arrivals: AsyncStream<String>
 
     struct State {
         var heads: [String] = []
@@ -86,7 +88,11 @@ final class HostileServer: RawTestServer {
         let (closures, closureSink) = AsyncStream.makeStream(of: Void.self)
         self.closures = closures
         self.closureSink = closureSink
-        channel = try await RawListener.bind { Handler(state: state, floodSink: floodSink, closureSink: closureSink) }
+        let (arrivals, arrivalSink) = AsyncStream.makeStream(of: String.self)
+        self.arrivals = arrivals
+        channel = try await RawListener.bind {
+            Handler(state: state, floodSink: floodSink, closureSink: closureSink, arrivalSink: arrivalSink)
+        }
     }
 
     func stop() async throws {
@@ -100,6 +106,7 @@ final class HostileServer: RawTestServer {
         let state: NIOLockedValueBox<State>
         let floodSink: AsyncStream<Int>.Continuation
         let closureSink: AsyncStream<Void>.Continuation
+        let arrivalSink: AsyncStream<String>.Continuation
         private var received = ""
         private var requestsOnConnection = 0
         /// Whether what comes in is dropped unread (after a refusal).
@@ -107,10 +114,16 @@ final class HostileServer: RawTestServer {
         /// The bytes a flood wrote before it was held at ``HostileServer/floodLimit``.
         private var heldFlood: Int?
 
-        init(state: NIOLockedValueBox<State>, floodSink: AsyncStream<Int>.Continuation, closureSink: AsyncStream<Void>.Continuation) {
+        init(
+            state: NIOLockedValueBox<State>,
+            floodSink: AsyncStream<Int>.Continuation,
+            closureSink: AsyncStream<Void>.Continuation,
+            arrivalSink: AsyncStream<String>.Continuation
+        ) {
             self.state = state
             self.floodSink = floodSink
             self.closureSink = closureSink
+            self.arrivalSink = arrivalSink
         }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -131,6 +144,7 @@ final class HostileServer: RawTestServer {
                 received = String(received[end.upperBound...])
                 requestsOnConnection += 1
                 state.withLockedValue { $0.heads.append(head) }
+                arrivalSink.yield(String(head.prefix { $0 != "\r" }))
                 answer(head, context: context)
             }
         }
