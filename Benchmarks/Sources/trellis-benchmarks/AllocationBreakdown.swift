@@ -23,7 +23,7 @@ enum AllocationBreakdown {
                 _ = try decoder.decode(Article.self, from: try await response.body.collect(upTo: 1 << 20))
             }
             // A streamed exchange, its deadline a minute from each call.
-            let streamed = { ExchangeLimits(timeout: .seconds(60), idleTimeout: .seconds(60)) }
+            let streamed: @Sendable () -> ExchangeLimits = { ExchangeLimits(timeout: .seconds(60), idleTimeout: .seconds(60)) }
             let steps: [(String, @Sendable () async throws -> Void)] = [
                 ("raw AsyncHTTPClient + decode", {
                     let response = try await transport.httpClient.execute(HTTPClientRequest(url: url.absoluteString + "/article"), timeout: .seconds(60))
