@@ -74,20 +74,4 @@ struct NetworkInputTests {
         }
         #expect(fault([.contentLength: "3", .transferEncoding: "chunked"]) != nil)
     }
-
-    @Test func aCommonResponseFieldNameIsTheOneHTTPTypesWouldMake() throws {
-        let names = [
-            "Content-Type", "Content-Length", "Date", "Server", "Connection", "Cache-Control", "ETag",
-            "Last-Modified", "Vary", "Content-Encoding", "Transfer-Encoding", "Set-Cookie", "Location",
-        ]
-        for name in names {
-            let common = try #require(AsyncHTTPClientTransport.commonFieldName(name), "\(name)")
-            let made = try #require(HTTPField.Name(name))
-            #expect(common.rawName == made.rawName)
-            #expect(common.canonicalName == made.canonicalName)
-        }
-        // Another spelling goes the checked way, and keeps its own spelling.
-        #expect(AsyncHTTPClientTransport.commonFieldName("content-type") == nil)
-        #expect(AsyncHTTPClientTransport.commonFieldName("X-Request-ID") == nil)
-    }
 }

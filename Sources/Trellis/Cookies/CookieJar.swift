@@ -1,5 +1,4 @@
 public import Foundation
-import Atomics
 import NIOConcurrencyHelpers
 
 /// The cookies a ``Client`` keeps (RFC 6265): stored from every `Set-Cookie` a response
@@ -19,10 +18,6 @@ public final class CookieJar: Sendable {
     public static let maximumCookies = 3000
 
     private let state = NIOLockedValueBox(State())
-    /// How many cookies `state` holds, written under its lock and read without it: every hop
-    /// asks whether the jar is empty, and taking a lock that calls on other cores take too
-    /// costs more than the rest of the check (measured in `Benchmarks/`).
-    private let count = ManagedAtomic(0)
     private let file: PersistentFile?
 
     private struct State {
@@ -55,7 +50,6 @@ public final class CookieJar: Sendable {
             state.cookies = loaded.filter { cookie in
                 !cookie.isExpired(at: now) && (cookie.isHostOnly || !PublicSuffixes.list.contains(cookie.domain))
             }
-            count.store(state.cookies.count, ordering: .releasing)
         }
     }
 
@@ -132,7 +126,7 @@ public final class CookieJar: Sendable {
         return refusals
     }
 
-    var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
+    var isEmpty: Bool { state.withLockedValue { $0.cookies.isEmpty } }
 
     /// Whether a cookie from a plain-HTTP response would set, shadow or delete a `Secure` one:
     /// same name, domains that match either way, and a path within the Secure cookie's
@@ -184,7 +178,6 @@ public final class CookieJar: Sendable {
     private func change(_ body: (inout [Cookie]) -> Void) {
         let snapshot = state.withLockedValue { state in
             body(&state.cookies)
-            count.store(state.cookies.count, ordering: .releasing)
             state.version += 1
             return (state.cookies, state.version)
         }

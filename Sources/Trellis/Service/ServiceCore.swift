@@ -1,6 +1,5 @@
 public import Foundation
 public import HTTPTypes
-import Atomics
 import NIOConcurrencyHelpers
 
 /// What a generated service holds: its client and its own interceptors.
@@ -187,12 +186,9 @@ public final class _ServiceCore: Sendable {
 private struct ServiceInterceptors: Middleware, Stage {
     let slot: Slot
 
-    /// The interceptors, and whether there are any, which every call asks without the lock:
-    /// a lock that calls on other cores take too costs more than the rest of the check
-    /// (measured in `Benchmarks/`).
+    /// The interceptors, which may change while calls are under way.
     final class Slot: Sendable {
         private let interceptors: NIOLockedValueBox<InterceptorMiddleware>
-        private let isSet = ManagedAtomic(false)
 
         init(_ interceptors: InterceptorMiddleware) {
             self.interceptors = NIOLockedValueBox(interceptors)
@@ -200,13 +196,12 @@ private struct ServiceInterceptors: Middleware, Stage {
 
         var current: InterceptorMiddleware { interceptors.withLockedValue { $0 } }
 
-        var hasAny: Bool { isSet.load(ordering: .acquiring) }
+        var hasAny: Bool {
+            interceptors.withLockedValue { $0.beforeSending != nil || $0.onResponse != nil }
+        }
 
         func change(_ body: (inout InterceptorMiddleware) -> Void) {
-            interceptors.withLockedValue { interceptors in
-                body(&interceptors)
-                isSet.store(interceptors.beforeSending != nil || interceptors.onResponse != nil, ordering: .releasing)
-            }
+            interceptors.withLockedValue { body(&$0) }
         }
     }
 

@@ -6,10 +6,10 @@ import NIOHTTP1
 /// to a URL sent to lately skips parsing it again.
 ///
 /// Making an `HTTPClient.Request` parses its URL twice, with Foundation's `URL` and then with
-/// `URLComponents` for the path. That took about a tenth of a sequential call's latency on
-/// loopback (Benchmarks/README.md). Apps call the same few URLs over and over (a feed, a
-/// profile, a poll), so the transport keeps the requests it made for recent URLs and gives a
-/// kept one each call's header fields. Only calls without a request body go this way (the
+/// `URLComponents` for the path. What keeping them buys: about 4% more GETs per second,
+/// sequential or concurrent (A/B of 2026-11-26, `Benchmarks/README.md`). Apps call the same
+/// few URLs over and over (a feed, a profile, a poll), so the transport keeps the requests it
+/// made for recent URLs and gives a kept one each call's header fields. Only calls without a request body go this way (the
 /// others go through AsyncHTTPClient's async API, which takes the URL as a string).
 ///
 /// The cache holds at most ``capacity`` entries and drops an arbitrary one to make room: a
