@@ -3,8 +3,9 @@ import Logging
 /// A client's pipeline: every stage a request passes on its way to the transport, in order.
 ///
 /// ``stages(for:)`` is the one place that lists them; the README's "How a request travels"
-/// follows it. Stages outside ``RedirectStage`` run once per call; the stages inside it run
-/// on every hop (each redirect, and each retry attempt since retries sit outside redirects).
+/// follows it. The stages up to ``RetryStage`` run once per call, ``TimeLimitStage`` once per
+/// attempt, and the stages inside ``RedirectStage`` on every hop (each redirect, and each
+/// retry attempt since retries sit outside redirects).
 final class Pipeline: Sendable {
     /// Outermost first; the transport follows the last.
     let stages: [any Stage]
