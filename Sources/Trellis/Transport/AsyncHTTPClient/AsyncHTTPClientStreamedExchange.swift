@@ -33,18 +33,8 @@ extension AsyncHTTPClientTransport {
             throw TransportErrors.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
         let head = Self.responseHead(status: response.status, headers: response.headers)
-        let expectedLength = response.headers.first(name: "content-length").flatMap { Int64($0) }
-        if let bufferLimit = limits.bufferLimit {
-            let bytes: ByteBuffer
-            do {
-                bytes = try await Self.collect(response.body, upTo: bufferLimit, announced: expectedLength, within: limits, of: request, host: host)
-            } catch TrellisError.connectionFailed(let failure) where request.body != nil {
-                throw TrellisError.connectionFailed(Self.answeredDuringUpload(failure, status: response.status))
-            }
-            return Response(head: head, body: ResponseBody(bytes))
-        }
         let chunks = response.body
-        let body = ResponseBody(expectedLength: expectedLength) {
+        let body = ResponseBody(expectedLength: response.headers.first(name: "content-length").flatMap { Int64($0) }) {
             var iterator = chunks.makeAsyncIterator()
             return ChunkIterator {
                 do {
@@ -54,43 +44,17 @@ extension AsyncHTTPClientTransport {
                 }
             }
         }
-        return limits.watchingIdleTime(Response(head: head, body: body), of: request)
-    }
-
-    /// A buffered call's body in memory, by the call's deadline: AsyncHTTPClient's own
-    /// deadline stops at the response head.
-    ///
-    /// The body is read in a task of its own, which expiry cancels (closing the connection).
-    /// The task starts on the calling thread, and a small body has usually arrived with the
-    /// head, so it often completes without ever being scheduled.
-    static func collect(
-        _ body: HTTPClientResponse.Body,
-        upTo limit: Int,
-        announced: Int64?,
-        within limits: ExchangeLimits,
-        of request: Request,
-        host: String
-    ) async throws -> ByteBuffer {
-        var bodyLimit = BodyLimit(limit)
-        try bodyLimit.announce(announced)
-        let checkedLimit = bodyLimit
-        let timeout = limits.timeout
+        guard let bufferLimit = limits.bufferLimit else {
+            return limits.watchingIdleTime(Response(head: head, body: body), of: request)
+        }
+        // A buffered call's body by the deadline too: AsyncHTTPClient's own stops at the head.
         do {
-            return try await Deadline.run(until: limits, describing: request) {
-                var bodyLimit = checkedLimit
-                var collected = ByteBuffer()
-                do {
-                    for try await var chunk in body {
-                        try bodyLimit.add(chunk.readableBytes)
-                        if collected.readableBytes == 0 { collected = chunk } else { collected.writeBuffer(&chunk) }
-                    }
-                } catch {
-                    throw TransportErrors.translate(error, host: host, timeout: timeout, request: request)
-                }
-                return collected
+            let bytes = try await Deadline.run(until: limits, describing: request) {
+                try await ExchangeLimits.collect(body, upTo: bufferLimit)
             }
-        } catch TrellisError.connectionFailed(let failure) where failure.mayBeStaleConnection {
-            throw TrellisError.connectionFailed(failure.afterPartOfAResponse)
+            return Response(head: head, body: ResponseBody(bytes))
+        } catch TrellisError.connectionFailed(let failure) where request.body != nil {
+            throw TrellisError.connectionFailed(Self.answeredDuringUpload(failure, status: response.status))
         }
     }
 

@@ -172,8 +172,8 @@ public final class AsyncHTTPClientTransport: Transport {
     ///
     /// A buffered call with no body, or with one in memory made alone, goes through
     /// AsyncHTTPClient's delegate API, whose deadline covers the whole exchange and which
-    /// gathers the body on the event loop. A call with a body goes through the async API and
-    /// `collect(_:upTo:announced:within:of:host:)` instead when other calls are under way, or
+    /// gathers the body on the event loop. A call with a body goes through the async API
+    /// (`sendThroughAsyncAPI(_:within:through:)`) instead when other calls are under way, or
     /// when the client is one the caller brought: its delegate would run on a loop other than
     /// its connection's as often as not, and the body would be written through that loop,
     /// keeping the connection busy longer. A call made alone through a client the transport
