@@ -26,82 +26,30 @@ public struct Request: Sendable {
     /// it. `nil` sends the request as it is.
     public var accessToken: AccessTokenRequirement?
     /// How this request is retried; `nil` uses the client's ``Client/retryPolicy``.
-    public var retryPolicy: RetryPolicy? {
-        get { options?.values.retryPolicy }
-        set { changeOptions { $0.retryPolicy = newValue } }
-    }
+    public var retryPolicy: RetryPolicy?
     /// How many times this request may be sent again, replacing the count of the retry policy
     /// that applies (the request's own, else the client's) and keeping its waits and statuses;
-    /// `nil` keeps the policy's count.
+    /// `nil` keeps the policy's count. A negative count is taken as 0.
     public var maximumRetries: Int? {
-        get { options?.values.maximumRetries }
-        set { changeOptions { $0.maximumRetries = newValue.map { max(0, $0) } } }
+        didSet { if let count = maximumRetries, count < 0 { maximumRetries = 0 } }
     }
     /// The statuses a buffered call accepts; `nil` uses the client's
     /// ``Client/acceptedStatuses`` (2xx).
-    public var acceptedStatuses: Set<Int>? {
-        get { options?.values.acceptedStatuses }
-        set { changeOptions { $0.acceptedStatuses = newValue } }
-    }
+    public var acceptedStatuses: Set<Int>?
     /// Whether the body is sent compressed with gzip (`Content-Encoding: gzip`), for servers
     /// that accept it; off by default, since many do not.
-    public var compressesBody: Bool {
-        get { options?.values.compressesBody ?? false }
-        set { changeOptions { $0.compressesBody = newValue } }
-    }
+    public var compressesBody = false
     /// How this request uses the client's ``HTTPCache``; `nil` follows HTTP's rules
     /// (``CachePolicy/useCache``).
-    public var cachePolicy: CachePolicy? {
-        get { options?.values.cachePolicy }
-        set { changeOptions { $0.cachePolicy = newValue } }
-    }
+    public var cachePolicy: CachePolicy?
     /// Checks made before this request is sent, after the client's.
-    public var preconditions: [RequestPrecondition] {
-        get { options?.values.preconditions ?? [] }
-        set { changeOptions { $0.preconditions = newValue } }
-    }
+    public var preconditions: [RequestPrecondition] = []
     /// Checks of this request's buffered response, after the client's.
-    public var validations: [ResponseValidation] {
-        get { options?.values.validations ?? [] }
-        set { changeOptions { $0.validations = newValue } }
-    }
+    public var validations: [ResponseValidation] = []
     /// Query parameter names whose values logs, events and errors redact, beyond the
     /// well-known ones (`access_token`, `api_key`, ...). An ``APIKey`` sent in a query
     /// parameter adds its name.
-    public var redactedQueryNames: Set<String> {
-        get { options?.values.redactedQueryNames ?? [] }
-        set { changeOptions { $0.redactedQueryNames = newValue } }
-    }
-
-    /// The settings above, which few requests have, behind one reference: a request is copied
-    /// into the frame of every stage on its way to the transport, and one pointer copies more
-    /// cheaply than eight fields (three fewer allocations per buffered call).
-    private var options: Options?
-
-    private final class Options: Sendable {
-        struct Values {
-            var retryPolicy: RetryPolicy?
-            var maximumRetries: Int?
-            var acceptedStatuses: Set<Int>?
-            var preconditions: [RequestPrecondition] = []
-            var validations: [ResponseValidation] = []
-            var redactedQueryNames: Set<String> = []
-            var compressesBody = false
-            var cachePolicy: CachePolicy?
-        }
-
-        let values: Values
-
-        init(_ values: Values) {
-            self.values = values
-        }
-    }
-
-    private mutating func changeOptions(_ change: (inout Options.Values) -> Void) {
-        var values = options?.values ?? Options.Values()
-        change(&values)
-        options = Options(values)
-    }
+    public var redactedQueryNames: Set<String> = []
 
     /// Creates a request for an absolute URL.
     ///

@@ -17,28 +17,20 @@ public struct ExchangeLimits: Sendable {
     public var idleTimeout: Duration
     /// For a buffered exchange, the most bytes the body may hold; `nil` for a streamed one.
     public var bufferLimit: Int?
-    /// The deadline as an offset from the clock's epoch: `ContinuousClock.Instant` is not a
-    /// frozen type, and a stored one would make each copy of the limits go through the
-    /// runtime's value witnesses.
-    private var deadlineSinceEpoch: Duration
+    /// When the response head, and a buffered exchange's whole body, must have arrived.
+    public var deadline: ContinuousClock.Instant
 
     /// Limits with `timeout` from now.
     public init(timeout: Duration, idleTimeout: Duration, bufferLimit: Int? = nil) {
         self.timeout = timeout
         self.idleTimeout = idleTimeout
         self.bufferLimit = bufferLimit
-        self.deadlineSinceEpoch = ContinuousClock.now + timeout - ContinuousClock().systemEpoch
+        self.deadline = .now + timeout
     }
 
     /// Limits from a client's timeouts, the request timeout from now.
     init(timeouts: Client.Configuration.Timeouts, timeout: Duration? = nil, bufferLimit: Int?) {
         self.init(timeout: timeout ?? timeouts.request, idleTimeout: timeouts.idle, bufferLimit: bufferLimit)
-    }
-
-    /// When the response head, and a buffered exchange's whole body, must have arrived.
-    public var deadline: ContinuousClock.Instant {
-        get { ContinuousClock().systemEpoch + deadlineSinceEpoch }
-        set { deadlineSinceEpoch = newValue - ContinuousClock().systemEpoch }
     }
 
     /// The deadline on SwiftNIO's clock.
