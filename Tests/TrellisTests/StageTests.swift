@@ -19,7 +19,12 @@ struct StageTests {
 
     /// The rest of a pipeline that is only `mock`.
     private func sending(to mock: MockTransport) -> Stage.Next {
-        { request, call in try await mock.send(request, within: call.limitsOfAttempt) }
+        Pipeline.Next(pipeline: Pipeline(stages: [], transport: mock), from: 0)
+    }
+
+    /// The rest of a pipeline that is only `body`.
+    private func then(_ body: @escaping Pipeline.Terminal) -> Stage.Next {
+        Pipeline.Next(pipeline: Pipeline(stages: [], transport: MockTransport()), from: 0, terminal: body)
     }
 
     @Test func preconditionStageSendsNothingWhenACheckFails() async throws {
@@ -74,12 +79,12 @@ struct StageTests {
         request.timeout = .seconds(5)
         let seen = NIOLockedValueBox<[Duration?]>([])
         // Each attempt gets its time limits afresh from the stage after the retries.
-        let response = try await stage.intercept(request, CallContext()) { attempt, call in
-            try await TimeLimitStage(timeouts: .init()).intercept(attempt, call) { attempt, call in
+        let response = try await stage.intercept(request, CallContext(), next: then { attempt, call in
+            try await TimeLimitStage(timeouts: .init()).intercept(attempt, call, next: then { attempt, call in
                 seen.withLockedValue { $0.append(call.limits?.timeout) }
                 return try await mock.send(attempt, within: call.limitsOfAttempt)
-            }
-        }
+            })
+        })
         #expect(response.status == .ok)
         #expect(attempts.withLockedValue { $0 } == 3)
         #expect(sleeper.recorded.count == 2)
@@ -93,10 +98,10 @@ struct StageTests {
         var request = try request("/start")
         request.headerFields[.authorization] = "Bearer by-hand"
         let hops = NIOLockedValueBox<[(url: String, callOrigin: String?)]>([])
-        let response = try await RedirectStage(policy: .follow, secretQueryNames: []).intercept(request, CallContext()) { hop, call in
+        let response = try await RedirectStage(policy: .follow, secretQueryNames: []).intercept(request, CallContext(), next: then { hop, call in
             hops.withLockedValue { $0.append((hop.urlString, call.origin)) }
             return try await mock.send(hop, within: call.limitsOfAttempt)
-        }
+        })
         #expect(response.status == .ok)
         #expect(hops.withLockedValue { $0.map(\.url) } == ["https://api.test/start", "https://other.test/end"])
         #expect(mock.requests.last?.request.headerFields[.authorization] == nil)

@@ -206,12 +206,14 @@ public final class Client: Sendable {
     /// `Data` gets the raw bytes, `String` the text, and an `Optional` is `nil` for 204, 404 or
     /// an empty body. Any other `Decodable` is decoded as JSON with ``decoder``.
     public func value<Value: Decodable>(for request: Request, as type: Value.Type = Value.self) async throws -> Value {
-        try await response(for: request, as: type).body
+        // Looked up once per call: a conformance check is a search of the runtime's tables.
+        let optional = Value.self as? any OptionalDecodable.Type
+        let buffered = try await buffered(request, accepting: optional != nil ? [404] : [])
+        return try decodeBody(buffered, as: Value.self, optional: optional)
     }
 
     /// Sends a request and returns the status and headers with the decoded body.
     public func response<Value: Decodable>(for request: Request, as type: Value.Type = Value.self) async throws -> Response<Value> {
-        // Looked up once per call: a conformance check is a search of the runtime's tables.
         let optional = Value.self as? any OptionalDecodable.Type
         let buffered = try await buffered(request, accepting: optional != nil ? [404] : [])
         return buffered.withBody(try decodeBody(buffered, as: Value.self, optional: optional))

@@ -21,9 +21,13 @@ final class Pipeline: Sendable {
         var transport: any Transport
     }
 
-    init(_ settings: Settings) {
-        self.stages = Self.stages(for: settings)
-        self.transport = settings.transport
+    convenience init(_ settings: Settings) {
+        self.init(stages: Self.stages(for: settings), transport: settings.transport)
+    }
+
+    init(stages: [any Stage], transport: any Transport) {
+        self.stages = stages
+        self.transport = transport
     }
 
     /// The pipeline, in order.
@@ -72,32 +76,43 @@ final class Pipeline: Sendable {
         return stages
     }
 
-    /// Sends `request` down the stages to the transport, or to `terminal` instead (the
-    /// WebSocket upgrade, which needs a connection of its own). `bufferLimit` makes it a
-    /// buffered call: the response comes back with its whole body in memory.
+    /// What a pipeline ends in instead of its transport: the WebSocket upgrade, which needs a
+    /// connection of its own.
+    typealias Terminal = @Sendable (Request, CallContext) async throws -> Response<ResponseBody>
+
+    /// Sends `request` down the stages to the transport, or to `terminal` instead.
+    /// `bufferLimit` makes it a buffered call: the response comes back with its whole body in
+    /// memory.
     func send(
         _ request: Request,
         bufferLimit: Int? = nil,
-        terminal: Stage.Next? = nil
+        terminal: Terminal? = nil
     ) async throws -> Response<ResponseBody> {
-        try await send(request, CallContext(bufferLimit: bufferLimit), from: 0, terminal: terminal)
+        try await Next(pipeline: self, from: 0, terminal: terminal)(request, CallContext(bufferLimit: bufferLimit))
     }
 
-    /// `request` into the first stage from `index` on that it needs, or past the last stage
-    /// to the transport.
-    private func send(
-        _ request: Request,
-        _ call: CallContext,
-        from index: Int,
-        terminal: Stage.Next?
-    ) async throws -> Response<ResponseBody> {
-        guard let stage = stages[index...].firstIndex(where: { $0.isNeeded(for: request, call) }) else {
-            try Task.checkCancellation()
-            if let terminal { return try await terminal(request, call) }
-            return try await transport.send(request, within: call.limitsOfAttempt)
+    /// The rest of a pipeline, from one of its stages on: what a stage calls to pass a request
+    /// on (OkHttp's `Chain`). Calling it enters the first stage from there that the request
+    /// needs, or, past the last stage, the transport.
+    struct Next: Sendable {
+        let pipeline: Pipeline
+        let index: Int
+        let terminal: Terminal?
+
+        init(pipeline: Pipeline, from index: Int, terminal: Terminal? = nil) {
+            self.pipeline = pipeline
+            self.index = index
+            self.terminal = terminal
         }
-        return try await stages[stage].intercept(request, call) { request, call in
-            try await self.send(request, call, from: stage + 1, terminal: terminal)
+
+        func callAsFunction(_ request: Request, _ call: CallContext) async throws -> Response<ResponseBody> {
+            let stages = pipeline.stages
+            guard let stage = stages[index...].firstIndex(where: { $0.isNeeded(for: request, call) }) else {
+                try Task.checkCancellation()
+                if let terminal { return try await terminal(request, call) }
+                return try await pipeline.transport.send(request, within: call.limitsOfAttempt)
+            }
+            return try await stages[stage].intercept(request, call, next: Next(pipeline: pipeline, from: stage + 1, terminal: terminal))
         }
     }
 }

@@ -2,7 +2,7 @@
 /// Every built-in behaviour is one; a caller's middleware joins the pipeline as a
 /// ``MiddlewareStage``.
 protocol Stage: Sendable {
-    typealias Next = @Sendable (Request, CallContext) async throws -> Response<ResponseBody>
+    typealias Next = Pipeline.Next
 
     /// Handles `request`, calling `next` to pass it on with the call's context.
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody>

@@ -37,27 +37,32 @@ extension AsyncHTTPClientTransport {
         } catch {
             throw TransportErrors.translate(error, host: host, timeout: timeout, request: request, pins: pins)
         }
-        // A fresh delegate for each attempt; the last one tells whether part of a response came.
+        // A fresh delegate for each round; the last one tells whether part of a response came.
         var delegate: BufferingDelegate?
         do {
-            let (head, body) = try await Self.waitingForAConnection(until: deadline) { remaining in
+            while true {
+                let started = ContinuousClock.now
                 let attempt = BufferingDelegate(limit: limit)
                 delegate = attempt
                 let task = client.execute(request: outgoing, delegate: attempt, eventLoop: preferred.map { .delegate(on: $0) } ?? .indifferent)
-                attempt.hold(to: deadlines.watch(task, until: .now() + TimeAmount(remaining)), of: deadlines)
+                attempt.hold(to: deadlines.watch(task, until: .now() + TimeAmount(deadline - started)), of: deadlines)
                 // Read after `execute`: a shutdown that began in time to fail this request had
                 // set the flag before it began.
                 if !ownsClient || isShuttingDown.load(ordering: .sequentiallyConsistent) {
                     // A success has ended the wait already: the delegate ends it as it finishes.
                     task.futureResult.whenFailure { attempt.end(.failure($0)) }
                 }
-                return try await withTaskCancellationHandler {
-                    try await attempt.response()
-                } onCancel: {
-                    task.cancel()
+                do {
+                    let (head, body) = try await withTaskCancellationHandler {
+                        try await attempt.response()
+                    } onCancel: {
+                        task.cancel()
+                    }
+                    return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
+                } catch {
+                    try await Self.waitForAConnection(after: error, inRoundStartedAt: started, until: deadline)
                 }
             }
-            return Response(head: Self.responseHead(status: head.status, headers: head.headers), body: ResponseBody(body))
         } catch {
             var translated = TransportErrors.translate(error, host: host, timeout: timeout, request: request, pins: pins)
             if let status = delegate?.receivedStatus, case TrellisError.connectionFailed(let answered) = translated {

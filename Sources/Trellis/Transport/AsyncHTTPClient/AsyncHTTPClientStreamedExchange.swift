@@ -26,8 +26,14 @@ extension AsyncHTTPClientTransport {
         let (client, pins) = (route.client, route.pins)
         let response: HTTPClientResponse
         do {
-            response = try await Self.waitingForAConnection(until: deadline) { remaining in
-                try await client.execute(outgoing, deadline: .now() + TimeAmount(remaining))
+            while true {
+                let started = ContinuousClock.now
+                do {
+                    response = try await client.execute(outgoing, deadline: .now() + TimeAmount(deadline - started))
+                    break
+                } catch {
+                    try await Self.waitForAConnection(after: error, inRoundStartedAt: started, until: deadline)
+                }
             }
         } catch {
             throw TransportErrors.translate(error, host: host, timeout: timeout, request: request, pins: pins)
@@ -79,8 +85,9 @@ extension AsyncHTTPClientTransport {
         return named
     }
 
-    /// `send` again and again while AsyncHTTPClient gives up on it for want of a free
-    /// connection, until `deadline`.
+    /// Lets a request that AsyncHTTPClient gave up on for want of a free connection go out
+    /// again, at the start of the next round, if `deadline` allows: rethrows `error` otherwise,
+    /// or if it is another error. An exchange sends in a loop with this in its `catch`.
     ///
     /// AsyncHTTPClient bounds a request's wait in its pool by the connect timeout (10 s by
     /// default), whatever the request's deadline: under load (more concurrent calls to a host
@@ -89,24 +96,17 @@ extension AsyncHTTPClientTransport {
     /// of a streamed body, and sending it again is safe whatever its method.
     ///
     /// Each round lasts at least `minimumRound`: with a connect timeout of zero or near it,
-    /// the pool gives up at once, and resending at once would spin until the deadline. `send`
-    /// gets the time left when its round started, so a call reads the clock once here, not
-    /// again for AsyncHTTPClient's deadline.
-    static func waitingForAConnection<Result>(
+    /// the pool gives up at once, and resending at once would spin until the deadline.
+    static func waitForAConnection(
+        after error: any Error,
+        inRoundStartedAt started: ContinuousClock.Instant,
         until deadline: ContinuousClock.Instant,
-        minimumRound: Duration = .milliseconds(100),
-        _ send: (_ remaining: Duration) async throws -> Result
-    ) async throws -> Result {
-        while true {
-            let started = ContinuousClock.now
-            do {
-                return try await send(deadline - started)
-            } catch let error as HTTPClientError where error == .getConnectionFromPoolTimeout && .now < deadline {
-                let resend = min(started + minimumRound, deadline)
-                if resend > .now { try await Task.sleep(until: resend, clock: .continuous) }
-                guard .now < deadline else { throw error }
-            }
-        }
+        minimumRound: Duration = .milliseconds(100)
+    ) async throws {
+        guard let poolError = error as? HTTPClientError, poolError == .getConnectionFromPoolTimeout, .now < deadline else { throw error }
+        let resend = min(started + minimumRound, deadline)
+        if resend > .now { try await Task.sleep(until: resend, clock: .continuous) }
+        guard .now < deadline else { throw error }
     }
 }
 
