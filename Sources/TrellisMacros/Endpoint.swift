@@ -48,6 +48,9 @@ struct Endpoint {
     let requiresAccessToken: Bool
     let download: DownloadKind?
     let isFileUpload: Bool
+    /// Declared in Snowdrop's spelling, `@GET(url: "…")`: its methods also take Snowdrop's
+    /// first names for the extra arguments, `_queryItems:` and `_payloadDescription:`.
+    let isSnowdropSpelling: Bool
     /// `@Retry(maximumRetries:retriesNonIdempotentMethods:)`, as source text.
     let retry: (maximum: String, nonIdempotent: String?)?
     /// `@Timeout(duration)`: the duration expression, as source text.
@@ -442,6 +445,7 @@ struct Endpoint {
             requiresAccessToken: attributes.contains { attributeName($0) == "RequiresAccessToken" },
             download: download,
             isFileUpload: isFileUpload,
+            isSnowdropSpelling: pathArgument.label?.text == "url",
             retry: retry,
             timeout: timeout,
             cachePolicy: cachePolicy,

@@ -165,41 +165,35 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         let function = endpoint.function
         let arguments = endpoint.parameters.map(\.argument)
         let returnKeyword = isVoid(endpoint.returnKind) ? "" : "return "
+        // Every endpoint takes query items added at the call site, `queryItems:` (and an upload
+        // its part's description, `payloadDescription:`); the method with all of them does the
+        // work (its own names for them underscored, apart from the endpoint's parameters), and
+        // the others pass it empty ones. An endpoint declared in Snowdrop's spelling
+        // also takes the names of Snowdrop's first README, `_queryItems:` and
+        // `_payloadDescription:`.
         var forwardings: [String] = []
-        // Snowdrop's first README spells the extra arguments `_queryItems:` and
-        // `_payloadDescription:`, its 0.1 release `queryItems:` and `payloadDescription:`: both work.
+        func forwarding(_ extra: [String], passing passed: [String]) {
+            forwardings.append("""
+                    \(access)\(signature(of: function, appending: extra)) {
+                        \(returnKeyword)try await self.\(call(function, arguments: arguments + passed))
+                    }
+                """)
+        }
         if endpoint.isFileUpload {
-            forwardings.append("""
-                    \(access)\(signature(of: function)) {
-                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: nil", "_queryItems: []"]))
-                    }
-                """)
-            forwardings.append("""
-                    \(access)\(signature(of: function, appending: ["_payloadDescription: Trellis.PayloadDescription"])) {
-                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: _payloadDescription", "_queryItems: []"]))
-                    }
-                """)
-            forwardings.append("""
-                    \(access)\(signature(of: function, appending: ["payloadDescription: Trellis.PayloadDescription"])) {
-                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: payloadDescription", "_queryItems: []"]))
-                    }
-                """)
-            forwardings.append("""
-                    \(access)\(signature(of: function, appending: ["payloadDescription: Trellis.PayloadDescription?", "queryItems: [Trellis.QueryItem]"])) {
-                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_payloadDescription: payloadDescription", "_queryItems: queryItems"]))
-                    }
-                """)
+            forwarding([], passing: ["payloadDescription: nil", "queryItems: []"])
+            forwarding(["payloadDescription: Trellis.PayloadDescription"], passing: ["payloadDescription: payloadDescription", "queryItems: []"])
+            if endpoint.isSnowdropSpelling {
+                forwarding(["_payloadDescription: Trellis.PayloadDescription"], passing: ["payloadDescription: _payloadDescription", "queryItems: []"])
+                forwarding(
+                    ["_payloadDescription: Trellis.PayloadDescription?", "_queryItems: [Trellis.QueryItem]"],
+                    passing: ["payloadDescription: _payloadDescription", "queryItems: _queryItems"]
+                )
+            }
         } else {
-            forwardings.append("""
-                    \(access)\(signature(of: function)) {
-                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: []"]))
-                    }
-                """)
-            forwardings.append("""
-                    \(access)\(signature(of: function, appending: ["queryItems: [Trellis.QueryItem]"])) {
-                        \(returnKeyword)try await self.\(call(function, arguments: arguments + ["_queryItems: queryItems"]))
-                    }
-                """)
+            forwarding([], passing: ["queryItems: []"])
+            if endpoint.isSnowdropSpelling {
+                forwarding(["_queryItems: [Trellis.QueryItem]"], passing: ["queryItems: _queryItems"])
+            }
         }
 
         var lines: [String] = []
@@ -268,7 +262,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             lines += atDeclaration("return try await self._serviceCore.value(__request, as: \(type).self)", of: function.signature.returnClause.map(Syntax.init) ?? Syntax(function.signature), in: context)
         }
         let full = """
-                \(access)\(signature(of: function, appending: (endpoint.isFileUpload ? ["_payloadDescription: Trellis.PayloadDescription?"] : []) + ["_queryItems: [Trellis.QueryItem]"])) {
+                \(access)\(signature(of: function, appending: (endpoint.isFileUpload ? ["payloadDescription _payloadDescription: Trellis.PayloadDescription?"] : []) + ["queryItems _queryItems: [Trellis.QueryItem]"])) {
                     \(lines.joined(separator: "\n        "))
                 }
             """

@@ -82,14 +82,10 @@ struct ExpansionTests {
                 }
 
                 func post(id: Int) async throws -> Post {
-                    return try await self.post(id: id, _queryItems: [])
+                    return try await self.post(id: id, queryItems: [])
                 }
 
-                func post(id: Int, queryItems: [Trellis.QueryItem]) async throws -> Post {
-                    return try await self.post(id: id, _queryItems: queryItems)
-                }
-
-                func post(id: Int, _queryItems: [Trellis.QueryItem]) async throws -> Post {
+                func post(id: Int, queryItems _queryItems: [Trellis.QueryItem]) async throws -> Post {
                     var __request = try self._serviceCore.request(.get, path: "/posts/\(Trellis._RequestBuilder.pathSegment(id, name: "id"))", query: "", template: "/posts/{id}")
                     __request.queryItems(_queryItems)
                     #sourceLocation(file: "test.swift", line: 4)
@@ -137,14 +133,14 @@ struct ExpansionTests {
                 }
 
                 func getAllPosts() async throws -> [Post] {
-                    return try await self.getAllPosts(_queryItems: [])
-                }
-
-                func getAllPosts(queryItems: [Trellis.QueryItem]) async throws -> [Post] {
-                    return try await self.getAllPosts(_queryItems: queryItems)
+                    return try await self.getAllPosts(queryItems: [])
                 }
 
                 func getAllPosts(_queryItems: [Trellis.QueryItem]) async throws -> [Post] {
+                    return try await self.getAllPosts(queryItems: _queryItems)
+                }
+
+                func getAllPosts(queryItems _queryItems: [Trellis.QueryItem]) async throws -> [Post] {
                     var __request = self._serviceCore.request(.get, path: "/posts", query: "", template: "/posts")
                     __request.queryItems(_queryItems)
                     #sourceLocation(file: "test.swift", line: 4)
@@ -190,14 +186,14 @@ struct ExpansionTests {
                 }
 
                 public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String]) async throws -> Response<Comment> {
-                    return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, _queryItems: [])
-                }
-
-                public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
-                    return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, _queryItems: queryItems)
+                    return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, queryItems: [])
                 }
 
                 public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], _queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
+                    return try await self.comment(id: id, comment: comment, trace: trace, page: page, tags: tags, queryItems: _queryItems)
+                }
+
+                public func comment(id: Int, comment: NewComment, trace: String?, page: Int?, tags: [String], queryItems _queryItems: [Trellis.QueryItem]) async throws -> Response<Comment> {
                     var __request = try self._serviceCore.request(.post, path: "/posts/\(Trellis._RequestBuilder.pathSegment(id, name: "id"))/comments", query: "sort=new", template: "/posts/{id=1}/comments?sort=new")
                     try __request.header("Accept", "application/json")
                     try __request.header("X-Trace", trace)
@@ -264,42 +260,30 @@ struct ExpansionTests {
                 }
 
                 func remove(name: String) async throws {
-                    try await self.remove(name: name, _queryItems: [])
+                    try await self.remove(name: name, queryItems: [])
                 }
 
-                func remove(name: String, queryItems: [Trellis.QueryItem]) async throws {
-                    try await self.remove(name: name, _queryItems: queryItems)
-                }
-
-                func remove(name: String, _queryItems: [Trellis.QueryItem]) async throws {
+                func remove(name: String, queryItems _queryItems: [Trellis.QueryItem]) async throws {
                     var __request = try self._serviceCore.request(.delete, path: "/users/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name=me}")
                     __request.queryItems(_queryItems)
                     try await self._serviceCore.perform(__request)
                 }
 
                 func exists(_ name: String) async throws -> Response<Void> {
-                    return try await self.exists(name, _queryItems: [])
+                    return try await self.exists(name, queryItems: [])
                 }
 
-                func exists(_ name: String, queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
-                    return try await self.exists(name, _queryItems: queryItems)
-                }
-
-                func exists(_ name: String, _queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
+                func exists(_ name: String, queryItems _queryItems: [Trellis.QueryItem]) async throws -> Response<Void> {
                     var __request = try self._serviceCore.request(.head, path: "/users/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/users/{name}")
                     __request.queryItems(_queryItems)
                     return try await self._serviceCore.response(__request)
                 }
 
                 func update(displayName: String, bio: String?) async throws {
-                    try await self.update(displayName: displayName, bio: bio, _queryItems: [])
+                    try await self.update(displayName: displayName, bio: bio, queryItems: [])
                 }
 
-                func update(displayName: String, bio: String?, queryItems: [Trellis.QueryItem]) async throws {
-                    try await self.update(displayName: displayName, bio: bio, _queryItems: queryItems)
-                }
-
-                func update(displayName: String, bio: String?, _queryItems: [Trellis.QueryItem]) async throws {
+                func update(displayName: String, bio: String?, queryItems _queryItems: [Trellis.QueryItem]) async throws {
                     var __request = self._serviceCore.request(.put, path: "/profile", query: "", template: "/profile")
                     __request.startForm()
                     #sourceLocation(file: "test.swift", line: 11)
@@ -355,14 +339,10 @@ struct ExpansionTests {
                 }
 
                 func me() async throws -> User {
-                    return try await self.me(_queryItems: [])
+                    return try await self.me(queryItems: [])
                 }
 
-                func me(queryItems: [Trellis.QueryItem]) async throws -> User {
-                    return try await self.me(_queryItems: queryItems)
-                }
-
-                func me(_queryItems: [Trellis.QueryItem]) async throws -> User {
+                func me(queryItems _queryItems: [Trellis.QueryItem]) async throws -> User {
                     var __request = self._serviceCore.request(.get, path: "/me", query: "", template: "/me")
                     __request.queryItems(_queryItems)
                     __request.requiresAccessToken = true
@@ -415,42 +395,30 @@ struct ExpansionTests {
                 }
 
                 func fetch(name: String) async throws -> URL {
-                    return try await self.fetch(name: name, _queryItems: [])
+                    return try await self.fetch(name: name, queryItems: [])
                 }
 
-                func fetch(name: String, queryItems: [Trellis.QueryItem]) async throws -> URL {
-                    return try await self.fetch(name: name, _queryItems: queryItems)
-                }
-
-                func fetch(name: String, _queryItems: [Trellis.QueryItem]) async throws -> URL {
+                func fetch(name: String, queryItems _queryItems: [Trellis.QueryItem]) async throws -> URL {
                     var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
                     return try await self._serviceCore.download(__request).url
                 }
 
                 func record(name: String) async throws -> DownloadedFile {
-                    return try await self.record(name: name, _queryItems: [])
+                    return try await self.record(name: name, queryItems: [])
                 }
 
-                func record(name: String, queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
-                    return try await self.record(name: name, _queryItems: queryItems)
-                }
-
-                func record(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
+                func record(name: String, queryItems _queryItems: [Trellis.QueryItem]) async throws -> DownloadedFile {
                     var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
                     return try await self._serviceCore.download(__request)
                 }
 
                 func task(name: String) async throws -> DownloadTask {
-                    return try await self.task(name: name, _queryItems: [])
+                    return try await self.task(name: name, queryItems: [])
                 }
 
-                func task(name: String, queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
-                    return try await self.task(name: name, _queryItems: queryItems)
-                }
-
-                func task(name: String, _queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
+                func task(name: String, queryItems _queryItems: [Trellis.QueryItem]) async throws -> DownloadTask {
                     var __request = try self._serviceCore.request(.get, path: "/files/\(Trellis._RequestBuilder.pathSegment(name, name: "name"))", query: "", template: "/files/{name}")
                     __request.queryItems(_queryItems)
                     return try self._serviceCore.downloadTask(__request)
@@ -498,14 +466,10 @@ struct ExpansionTests {
                 }
 
                 func chat(room: String) async throws -> WebSocketConnection {
-                    return try await self.chat(room: room, _queryItems: [])
+                    return try await self.chat(room: room, queryItems: [])
                 }
 
-                func chat(room: String, queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
-                    return try await self.chat(room: room, _queryItems: queryItems)
-                }
-
-                func chat(room: String, _queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
+                func chat(room: String, queryItems _queryItems: [Trellis.QueryItem]) async throws -> WebSocketConnection {
                     var __request = try self._serviceCore.request(.get, path: "/chat/\(Trellis._RequestBuilder.pathSegment(room, name: "room"))", query: "", template: "/chat/{room}")
                     __request.queryItems(_queryItems)
                     __request.requiresAccessToken = true
@@ -513,28 +477,20 @@ struct ExpansionTests {
                 }
 
                 func quotes() async throws -> EventStream<Quote> {
-                    return try await self.quotes(_queryItems: [])
+                    return try await self.quotes(queryItems: [])
                 }
 
-                func quotes(queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
-                    return try await self.quotes(_queryItems: queryItems)
-                }
-
-                func quotes(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
+                func quotes(queryItems _queryItems: [Trellis.QueryItem]) async throws -> EventStream<Quote> {
                     var __request = self._serviceCore.request(.get, path: "/quotes", query: "", template: "/quotes")
                     __request.queryItems(_queryItems)
                     return try self._serviceCore.events(__request, as: Quote.self)
                 }
 
                 func events() async throws -> EventStream<ServerSentEvent> {
-                    return try await self.events(_queryItems: [])
+                    return try await self.events(queryItems: [])
                 }
 
-                func events(queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
-                    return try await self.events(_queryItems: queryItems)
-                }
-
-                func events(_queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
+                func events(queryItems _queryItems: [Trellis.QueryItem]) async throws -> EventStream<ServerSentEvent> {
                     var __request = self._serviceCore.request(.get, path: "/events", query: "", template: "/events")
                     __request.queryItems(_queryItems)
                     return try self._serviceCore.events(__request)
@@ -576,14 +532,10 @@ struct ExpansionTests {
                 }
 
                 func add() async throws {
-                    try await self.add(_queryItems: [])
+                    try await self.add(queryItems: [])
                 }
 
-                func add(queryItems: [Trellis.QueryItem]) async throws {
-                    try await self.add(_queryItems: queryItems)
-                }
-
-                func add(_queryItems: [Trellis.QueryItem]) async throws {
+                func add(queryItems _queryItems: [Trellis.QueryItem]) async throws {
                     var __request = self._serviceCore.request(.post, path: "/entries", query: "", template: "/entries")
                     __request.queryItems(_queryItems)
                     __request.maximumRetries = 3
@@ -627,14 +579,10 @@ struct ExpansionTests {
                 }
 
                 func add() async throws {
-                    try await self.add(_queryItems: [])
+                    try await self.add(queryItems: [])
                 }
 
-                func add(queryItems: [Trellis.QueryItem]) async throws {
-                    try await self.add(_queryItems: queryItems)
-                }
-
-                func add(_queryItems: [Trellis.QueryItem]) async throws {
+                func add(queryItems _queryItems: [Trellis.QueryItem]) async throws {
                     var __request = self._serviceCore.request(.post, path: "/entries", query: "", template: "/entries")
                     __request.queryItems(_queryItems)
                     __request.maximumRetries = 3
@@ -651,7 +599,7 @@ struct ExpansionTests {
             """
             @Service
             protocol Profile {
-                @POST("/avatar") @FileUpload @Body("image")
+                @POST(url: "/avatar") @FileUpload @Body("image")
                 func upload(_ image: Data) async throws -> Data
             }
             """,
@@ -678,22 +626,22 @@ struct ExpansionTests {
                 }
 
                 func upload(_ image: Data) async throws -> Data {
-                    return try await self.upload(image, _payloadDescription: nil, _queryItems: [])
-                }
-
-                func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription) async throws -> Data {
-                    return try await self.upload(image, _payloadDescription: _payloadDescription, _queryItems: [])
+                    return try await self.upload(image, payloadDescription: nil, queryItems: [])
                 }
 
                 func upload(_ image: Data, payloadDescription: Trellis.PayloadDescription) async throws -> Data {
-                    return try await self.upload(image, _payloadDescription: payloadDescription, _queryItems: [])
+                    return try await self.upload(image, payloadDescription: payloadDescription, queryItems: [])
                 }
 
-                func upload(_ image: Data, payloadDescription: Trellis.PayloadDescription?, queryItems: [Trellis.QueryItem]) async throws -> Data {
-                    return try await self.upload(image, _payloadDescription: payloadDescription, _queryItems: queryItems)
+                func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription) async throws -> Data {
+                    return try await self.upload(image, payloadDescription: _payloadDescription, queryItems: [])
                 }
 
                 func upload(_ image: Data, _payloadDescription: Trellis.PayloadDescription?, _queryItems: [Trellis.QueryItem]) async throws -> Data {
+                    return try await self.upload(image, payloadDescription: _payloadDescription, queryItems: _queryItems)
+                }
+
+                func upload(_ image: Data, payloadDescription _payloadDescription: Trellis.PayloadDescription?, queryItems _queryItems: [Trellis.QueryItem]) async throws -> Data {
                     var __request = self._serviceCore.request(.post, path: "/avatar", query: "", template: "/avatar")
                     try __request.fileUpload(image, parameter: "image", description: _payloadDescription)
                     __request.queryItems(_queryItems)
@@ -741,14 +689,10 @@ struct ExpansionTests {
                 }
 
                 func call() async throws -> Data {
-                    return try await self.call(_queryItems: [])
+                    return try await self.call(queryItems: [])
                 }
 
-                func call(queryItems: [Trellis.QueryItem]) async throws -> Data {
-                    return try await self.call(_queryItems: queryItems)
-                }
-
-                func call(_queryItems: [Trellis.QueryItem]) async throws -> Data {
+                func call(queryItems _queryItems: [Trellis.QueryItem]) async throws -> Data {
                     var __request = self._serviceCore.request(\#(method), path: "/x", query: "", template: "/x")
                     __request.queryItems(_queryItems)
                     #sourceLocation(file: "test.swift", line: 4)

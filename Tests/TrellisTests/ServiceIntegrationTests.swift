@@ -38,7 +38,7 @@ struct ServiceIntegrationTests {
             let defaulted = try await blog.comments(page: 2, tags: [])
             #expect(defaulted == [Comment(id: 1, text: "sort=new&page=2")])
 
-            let extra = try await blog.comments(id: 4, page: nil, tags: [], _queryItems: [QueryItem(key: "author", value: "John Smith")])
+            let extra = try await blog.comments(id: 4, page: nil, tags: [], queryItems: [QueryItem(key: "author", value: "John Smith")])
             #expect(extra == [Comment(id: 4, text: "sort=new&author=John%20Smith")])
 
             let both = try await probe.defaults(kind: "things")

@@ -18,7 +18,8 @@ protocol Transfers {
     @Download
     func fetchTask(name: String) async throws -> DownloadTask
 
-    @POST("/multipart")
+    // Snowdrop's spelling, which brings Snowdrop's `_payloadDescription:` as well.
+    @POST(url: "/multipart")
     @FileUpload
     @Body("image")
     func uploadImage(_ image: Data) async throws -> [ReceivedPart]

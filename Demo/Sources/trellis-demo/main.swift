@@ -162,8 +162,8 @@ func tour(_ baseURL: URL) async throws {
     step("A {id=1} default: the call without that argument")
     _ = try await blog.comments(page: 3, tags: [])
 
-    step("Extra query items at the call site (_queryItems)")
-    _ = try await blog.post(id: 1, _queryItems: [QueryItem(key: "fields", value: "title")])
+    step("Extra query items at the call site (queryItems:)")
+    _ = try await blog.post(id: 1, queryItems: [QueryItem(name: "fields", value: "title")])
 
     step("POST with an Encodable @Body, sent as JSON")
     let created = try await blog.create(post: NewPost(title: "Written with Trellis"))

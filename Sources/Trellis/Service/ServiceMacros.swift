@@ -3,9 +3,11 @@
 
 /// Generates a client for the protocol: `final class <Name>Service: <Name>, TrellisService`
 /// (`<Name>Impl` when the name already ends in `Service`), with `init(baseURL:)`,
-/// `init(client:)`, each function implemented, overloads of each function taking extra
-/// `queryItems:` (or `_queryItems:`, Snowdrop's first spelling), and overloads without the
-/// arguments that have a `{name=default}` in the path.
+/// `init(client:)`, each function implemented, an overload of each function taking extra
+/// `queryItems:` (an upload also `payloadDescription:`), and overloads without the arguments
+/// that have a `{name=default}` in the path. A function declared in Snowdrop's spelling
+/// (`@GET(url:)`) also gets Snowdrop's first names for them, `_queryItems:` and
+/// `_payloadDescription:`.
 ///
 /// ```swift
 /// @Service
