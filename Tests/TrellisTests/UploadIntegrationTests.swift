@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import Testing
-import Trellis
+@testable import Trellis
 
 @Service
 protocol Transfers {

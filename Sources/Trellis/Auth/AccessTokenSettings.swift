@@ -53,12 +53,6 @@ public struct AccessTokenSettings: Sendable {
         self.refreshStatuses = refreshStatuses
         self.expiryLeeway = expiryLeeway
     }
-
-    /// ``refreshStatuses`` in Snowdrop's spelling.
-    public var accessTokenErrorCodes: Set<Int> {
-        get { refreshStatuses }
-        set { refreshStatuses = newValue }
-    }
 }
 
 /// What a request needs to carry an access token: the label it is stored under, and the hook

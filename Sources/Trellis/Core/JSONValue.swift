@@ -50,6 +50,3 @@ public enum JSONValue: Sendable, Hashable, Codable {
         return nil
     }
 }
-
-/// Yggdrasil's name for a JSON object whose shape is not declared.
-public typealias JSONDictionary = [String: JSONValue]

@@ -59,22 +59,23 @@ public typealias BeforeSending = @Sendable (Request) async throws -> Request
 /// decoded. It gets the request that produced it.
 public typealias OnResponse = @Sendable (Response<Data>, Request) async throws -> Response<Data>
 
-/// Snowdrop's interceptors as a middleware: `beforeSending` runs on the way out, `onResponse`
-/// on the way back.
+/// Snowdrop's interceptors (`Client.Configuration.interceptors`, a service's `beforeSending`
+/// and `onResponse`) as a middleware:
+/// `beforeSending` runs on the way out, `onResponse` on the way back.
 ///
 /// `onResponse` sees the body in memory, so a response passing through it is buffered (within
 /// `maximumBodySize`); streamed transfers that must not be buffered should use a
 /// ``Middleware`` instead.
-public struct InterceptorMiddleware: Middleware {
+struct InterceptorMiddleware: Middleware {
     /// Runs before the request is sent.
-    public var beforeSending: BeforeSending?
+    var beforeSending: BeforeSending?
     /// Runs when the response head and body have arrived.
-    public var onResponse: OnResponse?
+    var onResponse: OnResponse?
     /// The largest body `onResponse` will buffer.
-    public var maximumBodySize: Int
+    var maximumBodySize: Int
 
     /// Creates the interceptors.
-    public init(
+    init(
         beforeSending: BeforeSending? = nil,
         onResponse: OnResponse? = nil,
         maximumBodySize: Int = Client.defaultMaximumBodySize
@@ -84,7 +85,7 @@ public struct InterceptorMiddleware: Middleware {
         self.maximumBodySize = maximumBodySize
     }
 
-    public func intercept(
+    func intercept(
         _ request: Request,
         next: @Sendable (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {

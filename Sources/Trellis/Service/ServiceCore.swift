@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import HTTPTypes
 import NIOConcurrencyHelpers
 
@@ -235,12 +235,6 @@ public protocol TrellisService: AnyObject, Sendable {
 }
 
 extension TrellisService {
-    /// A service for `baseUrl`, in Snowdrop's spelling, so that Snowdrop code moves over by
-    /// changing its import.
-    public init(baseUrl: URL) {
-        self.init(client: Client(baseURL: baseUrl))
-    }
-
     /// The client this service sends through.
     public var client: Client { _serviceCore.client }
 

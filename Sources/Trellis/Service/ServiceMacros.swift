@@ -45,44 +45,24 @@ public macro Service(url: String) = #externalMacro(module: "TrellisMacros", type
 /// parameter `name` as one percent-encoded path segment, `{name=value}` gives it a default, and
 /// a static query (`?sort=new`) is kept.
 @attached(peer) public macro GET(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `GET` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro GET(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `POST` endpoint.
 @attached(peer) public macro POST(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `POST` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro POST(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `PUT` endpoint.
 @attached(peer) public macro PUT(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `PUT` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro PUT(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `DELETE` endpoint.
 @attached(peer) public macro DELETE(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `DELETE` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro DELETE(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `PATCH` endpoint.
 @attached(peer) public macro PATCH(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `PATCH` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro PATCH(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `HEAD` endpoint.
 @attached(peer) public macro HEAD(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `HEAD` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro HEAD(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// An `OPTIONS` endpoint.
 @attached(peer) public macro OPTIONS(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// An `OPTIONS` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro OPTIONS(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `QUERY` endpoint (a safe, idempotent request with a body).
 @attached(peer) public macro QUERY(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `QUERY` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro QUERY(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `TRACE` endpoint.
 @attached(peer) public macro TRACE(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `TRACE` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro TRACE(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 /// A `CONNECT` endpoint.
 @attached(peer) public macro CONNECT(_ path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
-/// A `CONNECT` endpoint, in Snowdrop's spelling.
-@attached(peer) public macro CONNECT(url path: String) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 
 /// Sends the named parameter as the body: `Data` as raw bytes, `String` as UTF-8 text, any
 /// other `Encodable` as JSON with the client's encoder, each with a matching `Content-Type`

@@ -2,12 +2,12 @@
 ///
 /// A fixed table rather than the system's type database, so the same file gets the same type on
 /// Linux and on Apple platforms.
-public enum MIMEType {
+enum MIMEType {
     /// The type sent when nothing better is known.
-    public static let octetStream = "application/octet-stream"
+    static let octetStream = "application/octet-stream"
 
     /// The media type for a file extension (`"png"`, `"JPG"`), or `application/octet-stream`.
-    public static func forPathExtension(_ pathExtension: String) -> String {
+    static func forPathExtension(_ pathExtension: String) -> String {
         table[pathExtension.lowercased()] ?? octetStream
     }
 
@@ -16,7 +16,7 @@ public enum MIMEType {
     ///
     /// Worked out here rather than with Foundation's `pathExtension`, which on Linux traps on
     /// some names (a run of slashes around a letter, found by the multipart fuzzer).
-    public static func forFileName(_ name: String) -> String {
+    static func forFileName(_ name: String) -> String {
         guard let last = name.split(separator: "/").last,
             let dot = last.lastIndex(of: "."), dot != last.startIndex
         else { return octetStream }
