@@ -35,12 +35,7 @@ extension Client.Configuration {
         /// The tracer to use now, or `nil` when it would record nothing. Read per call: the
         /// process may bootstrap its tracer after the client is made.
         var activeTracer: (any Tracer)? {
-            if let tracer { return tracer is NoOpTracer ? nil : tracer }
-            // Nothing bootstrapped, the common case, is told by the instrument's type alone:
-            // finding the tracer among the instruments takes casts that cost more than a
-            // microsecond per call (measured in `Benchmarks/`).
-            if ObjectIdentifier(type(of: InstrumentationSystem.instrument)) == ObjectIdentifier(NoOpInstrument.self) { return nil }
-            let tracer = InstrumentationSystem.tracer
+            let tracer = self.tracer ?? InstrumentationSystem.tracer
             return tracer is NoOpTracer ? nil : tracer
         }
 
