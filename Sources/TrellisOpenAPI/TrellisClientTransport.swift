@@ -2,7 +2,6 @@ public import Foundation
 public import HTTPTypes
 public import OpenAPIRuntime
 public import Trellis
-import NIOConcurrencyHelpers
 
 /// A swift-openapi-runtime `ClientTransport` that sends every operation of a generated client
 /// through a Trellis ``Client``, and so through all of its stages: access tokens and their
@@ -36,7 +35,6 @@ public struct TrellisClientTransport: ClientTransport {
     public let operations: [String: OperationSettings]
     /// The settings of operations not in ``operations``.
     public let defaultSettings: OperationSettings
-    private let servers = ServerCache()
 
     /// A transport sending through `client`.
     ///
@@ -93,7 +91,7 @@ public struct TrellisClientTransport: ClientTransport {
     /// The Trellis request for an operation: the generated client gives a path and query
     /// relative to the server URL, already percent-encoded.
     func request(_ request: HTTPRequest, baseURL: URL) throws -> Trellis.Request {
-        let server = try servers.server(for: baseURL)
+        let server = try ServerURL(baseURL)
         var head = request
         head.scheme = server.scheme
         head.authority = server.authority
@@ -102,22 +100,14 @@ public struct TrellisClientTransport: ClientTransport {
     }
 }
 
-/// The scheme, authority and path of the last server URL seen, checked once: a generated client
-/// sends every operation to the same server URL, and parsing it for each call cost more than
-/// the rest of the conversion (measured in `Benchmarks/`).
-final class ServerCache: Sendable {
-    struct Server: Sendable {
-        let url: URL
-        let scheme: String
-        let authority: String
-        /// The server URL's path without its trailing `/`, which every operation path starts with.
-        let pathPrefix: String
-    }
+/// The scheme, authority and path of a server URL, which every operation's path follows.
+struct ServerURL {
+    let scheme: String
+    let authority: String
+    /// The server URL's path without its trailing `/`, which every operation path starts with.
+    let pathPrefix: String
 
-    private let last = NIOLockedValueBox<Server?>(nil)
-
-    func server(for url: URL) throws -> Server {
-        if let server = last.withLockedValue({ $0 }), server.url == url { return server }
+    init(_ url: URL) throws {
         guard url.query == nil, url.fragment == nil else {
             throw TrellisError.invalidRequest(InvalidRequest(.url, "the server URL \"\(url.absoluteString)\" has a query or fragment, which no operation path can follow"))
         }
@@ -125,8 +115,8 @@ final class ServerCache: Sendable {
         let head = try Trellis.Request(method: .get, url: url).head
         var prefix = head.path ?? ""
         while prefix.hasSuffix("/") { prefix.removeLast() }
-        let server = Server(url: url, scheme: head.scheme ?? "https", authority: head.authority ?? "", pathPrefix: prefix)
-        last.withLockedValue { $0 = server }
-        return server
+        self.scheme = head.scheme ?? "https"
+        self.authority = head.authority ?? ""
+        self.pathPrefix = prefix
     }
 }
