@@ -1,7 +1,9 @@
+import CoreMetrics
 import Foundation
 import Logging
 import Testing
 @testable import Trellis
+import Tracing
 import TrellisTesting
 
 @Suite("The pipeline's order")
@@ -15,16 +17,31 @@ struct PipelineOrderTests {
         }
     }
 
-    /// The stage names "How a request travels" lists, in its order.
-    private func readmeStages() throws -> [String] {
+    /// The stage names a README section lists, in its order.
+    private func readmeStages(in heading: String = "## How a request travels") throws -> [String] {
         let readme = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("README.md")
         let text = try String(contentsOf: readme, encoding: .utf8)
-        let start = try #require(text.range(of: "## How a request travels"))
+        let start = try #require(text.range(of: heading))
         let rest = text[start.upperBound...]
         let section = rest[..<(rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex)]
         return section.split(separator: "`").map(String.init).filter { $0.hasSuffix("Stage") && !$0.contains(" ") }
+    }
+
+    /// "The route of one call" names the stages `blog.post(id: 7)` enters on a client with
+    /// default settings: those the pipeline does not pass over for that request.
+    @Test func theRouteOfOneCallEntersTheStagesTheReadmeNames() async throws {
+        let client = Client(baseURL: URL(string: "https://api.test")!, transport: AsyncHTTPClientTransport.shared) {
+            // Whatever another test bootstrapped for the process stays out of this one.
+            $0.observability = .init(tracer: NoOpTracer(), metricsFactory: NOOPMetricsHandler.instance)
+        }
+        let request = try _ServiceCore(client: client).makeRequest(
+            _ServiceCore(client: client).request(.get, path: "/posts/7", template: "/posts/{id}")
+        )
+        let call = CallContext(bufferLimit: client.maximumBodySize)
+        let entered = client.pipeline.stages.filter { $0.isNeeded(for: request, call) }.map(\.name)
+        #expect(entered == (try readmeStages(in: "## The route of one call")))
     }
 
     @Test func theReadmeListsTheStagesInTheOrderTheCodeRunsThem() throws {
