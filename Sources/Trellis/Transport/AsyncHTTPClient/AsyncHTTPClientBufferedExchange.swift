@@ -9,6 +9,13 @@ extension AsyncHTTPClientTransport {
     /// resumption of the caller when the whole response is in, where the async API's body
     /// needs a task of its own to be held to the deadline, and a second resumption whenever the
     /// body comes after the head.
+    ///
+    /// The delegate resumes the caller itself, on the event loop, when the exchange ends.
+    /// Waiting on the task's future instead registers a callback from off the event loop,
+    /// which is one more job sent to that loop, and often a wake-up, on every call (measured
+    /// in `Benchmarks/`). AsyncHTTPClient tells the delegate how every exchange ends, except
+    /// when its client is shutting down, and on a redirect it follows itself, which only a
+    /// client Trellis does not own can do: then the task's result ends the wait as well.
     func sendBuffered(
         _ request: Request,
         upTo limit: Int,
@@ -39,10 +46,15 @@ extension AsyncHTTPClientTransport {
                 delegate = attempt
                 let task = client.execute(request: outgoing, delegate: attempt, eventLoop: preferred.map { .delegate(on: $0) } ?? .indifferent)
                 attempt.hold(to: deadlines.watch(task, until: .now() + TimeAmount(deadline - started)), of: deadlines)
-                defer { attempt.endWatch() }
+                // Read after `execute`: a shutdown that began in time to fail this request had
+                // set the flag before it began.
+                if !ownsClient || isShuttingDown.load(ordering: .sequentiallyConsistent) {
+                    // A success has ended the wait already: the delegate ends it as it finishes.
+                    task.futureResult.whenFailure { attempt.end(.failure($0)) }
+                }
                 do {
                     let (head, body) = try await withTaskCancellationHandler {
-                        try await task.futureResult.get()
+                        try await attempt.response()
                     } onCancel: {
                         task.cancel()
                     }
@@ -63,31 +75,49 @@ extension AsyncHTTPClientTransport {
     }
 }
 
-/// Gathers a response into memory on the event loop, refusing more than `limit` bytes; the
-/// task's result is the response.
+/// Gathers a response into memory on the event loop, refusing more than `limit` bytes, and
+/// hands the outcome to the call waiting in ``response()``.
 private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     // Touched only on the request's event loop, where AsyncHTTPClient calls a delegate, except
-    // `receivedStatus`, read once the task's result has come, and `watch`, under its lock.
-    typealias Response = (HTTPResponseHead, ByteBuffer)
+    // `receivedStatus`, read after the exchange has ended (the end is handed over under
+    // `outcome`'s lock), and `outcome` itself.
+    typealias Exchange = (HTTPResponseHead, ByteBuffer)
 
-    typealias Deadlines = DeadlineTimer<HTTPClient.Task<Response>>
+    typealias Deadlines = DeadlineTimer<HTTPClient.Task<Void>>
 
-    /// The watch on the exchange's deadline, and whether the exchange has ended: the task's
-    /// result may come before the watch is handed over.
-    private struct Watch {
+    /// The exchange's end, the call waiting for it, and the watch on its deadline.
+    private struct Outcome {
         var ended = false
+        /// The end, until the call asks for it.
+        var result: Result<Exchange, any Error>?
+        var waiting: UnsafeContinuation<Exchange, any Error>?
         var deadline: (token: Deadlines.Token, timer: Deadlines)?
     }
 
     private var limit: BodyLimit
     private var head: HTTPResponseHead?
     private var body = ByteBuffer()
-    private let watch = NIOLockedValueBox(Watch())
+    private let outcome = NIOLockedValueBox(Outcome())
     /// The status of the response head, once one has come.
     var receivedStatus: HTTPResponseStatus? { head?.status }
 
     init(limit: Int) {
         self.limit = BodyLimit(limit)
+    }
+
+    /// The response once the exchange has ended, or its error. Called once.
+    func response() async throws -> Exchange {
+        try await withUnsafeThrowingContinuation { continuation in
+            let result = outcome.withLockedValue { state -> Result<Exchange, any Error>? in
+                guard let result = state.result else {
+                    state.waiting = continuation
+                    return nil
+                }
+                state.result = nil
+                return result
+            }
+            if let result { continuation.resume(with: result) }
+        }
     }
 
     /// Keeps the watch on the exchange's deadline, to be ended when the exchange ends.
@@ -96,24 +126,27 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
     /// sets a timer of its own for each request and cancels it from a callback registered on
     /// the task's future from off the event loop: one more job for the loop on every call.
     func hold(to token: Deadlines.Token, of timer: Deadlines) {
-        let ended = watch.withLockedValue { state in
+        let ended = outcome.withLockedValue { state in
             if !state.ended { state.deadline = (token, timer) }
             return state.ended
         }
         if ended { timer.unwatch(token) }
     }
 
-    /// Ends the watch on the deadline, once the task's result has come.
-    func endWatch() {
-        let deadline = watch.withLockedValue { state in
+    /// Ends the exchange with `result`: the first end counts, a later one is dropped.
+    func end(_ result: Result<Exchange, any Error>) {
+        let (waiting, deadline) = outcome.withLockedValue { state -> (UnsafeContinuation<Exchange, any Error>?, (token: Deadlines.Token, timer: Deadlines)?) in
+            guard !state.ended else { return (nil, nil) }
             state.ended = true
-            defer { state.deadline = nil }
-            return state.deadline
+            defer { state.waiting = nil; state.deadline = nil }
+            if state.waiting == nil { state.result = result }
+            return (state.waiting, state.deadline)
         }
         if let deadline { deadline.timer.unwatch(deadline.token) }
+        waiting?.resume(with: result)
     }
 
-    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         self.head = head
         do {
             try limit.announce(head.headers.first(name: "content-length").flatMap { Int64($0) })
@@ -123,7 +156,7 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         do {
             try limit.add(buffer.readableBytes)
         } catch {
@@ -138,8 +171,18 @@ private final class BufferingDelegate: HTTPClientResponseDelegate, @unchecked Se
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
-        guard let head else { throw HTTPClientError.remoteConnectionClosed }
-        return (head, body)
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+        end(.failure(error))
+    }
+
+    /// The exchange goes to the caller through ``end(_:)`` alone: the task's own result is
+    /// `Void`, so that AsyncHTTPClient does not keep a second copy of the response in the
+    /// task's future.
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        guard let head else {
+            end(.failure(HTTPClientError.remoteConnectionClosed))
+            throw HTTPClientError.remoteConnectionClosed
+        }
+        end(.success((head, body)))
     }
 }

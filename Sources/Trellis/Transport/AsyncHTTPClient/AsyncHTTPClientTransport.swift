@@ -1,4 +1,5 @@
 public import AsyncHTTPClient
+import Atomics
 import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
@@ -37,6 +38,10 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The underlying client, for every host that is not pinned.
     public let httpClient: HTTPClient
     let ownsClient: Bool
+    /// Set by ``shutdown()`` before the clients are shut down. AsyncHTTPClient fails a request
+    /// to a client that is shutting down without a word to its delegate: a call that sees this
+    /// set waits for the task's result instead (see `sendBuffered`).
+    let isShuttingDown = ManagedAtomic(false)
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
     /// Where a request to a host that is not pinned goes: ``httpClient``.
@@ -45,7 +50,7 @@ public final class AsyncHTTPClientTransport: Transport {
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedRoutes: [Route]
     /// The deadlines of the calls under way over the delegate API, which fail their tasks.
-    let deadlines = DeadlineTimer<HTTPClient.Task<(HTTPResponseHead, ByteBuffer)>> { task in
+    let deadlines = DeadlineTimer<HTTPClient.Task<Void>> { task in
         task.fail(reason: HTTPClientError.deadlineExceeded)
     }
     /// Requests made for recent URLs, which a call to one of them reuses (see `PreparedRequests`).
@@ -129,6 +134,7 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Shuts down the owned `HTTPClient`s, closing their connections.
     public func shutdown() async throws {
+        isShuttingDown.store(true, ordering: .sequentiallyConsistent)
         if ownsClient {
             try await httpClient.shutdown()
         }
