@@ -267,9 +267,7 @@ public final class Client: Sendable {
         // The transport read the body within the deadline: it is in memory already.
         let buffered = response.withBody(try await response.body.collect(upTo: maximumBodySize))
         let code = buffered.status.code
-        // The client's set is asked in place: `??` would copy it, writing to its reference
-        // count, which the calls on other cores share.
-        let accepted = request.acceptedStatuses.map { $0.contains(code) } ?? configuration.validation.acceptedStatuses.contains(code)
+        let accepted = (request.acceptedStatuses ?? configuration.validation.acceptedStatuses).contains(code)
         guard accepted || extraStatuses.contains(code) else {
             throw statusFailure(buffered, for: request)
         }

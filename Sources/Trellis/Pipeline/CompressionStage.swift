@@ -9,8 +9,6 @@ struct CompressionStage: Stage {
     let settings: Client.Configuration.Compression
     /// Whether the transport decodes bodies itself (URLSession always does).
     let transportDecodes: Bool
-    /// Made once: a value set through the fields' subscript is checked again on every call.
-    private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: ContentDecoder.acceptedEncodings)
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         settings.decodesResponses || transportDecodes || request.compressesBody
@@ -25,7 +23,7 @@ struct CompressionStage: Stage {
         }
         // A caller's own `Accept-Encoding` gets the bytes as sent.
         let asksForEncoding = settings.decodesResponses && !request.headerFields.contains(.acceptEncoding)
-        if asksForEncoding { request.headerFields.append(Self.acceptEncoding) }
+        if asksForEncoding { request.headerFields[.acceptEncoding] = ContentDecoder.acceptedEncodings }
         return try decoded(try await next(request, call), for: request, askedForEncoding: asksForEncoding)
     }
 

@@ -10,25 +10,14 @@ import Logging
 struct RetryStage: Stage {
     let policy: RetryPolicy
     let logger: Logger
-    /// What every call asks of the policy, kept apart from it: copying the policy (a set and
-    /// closures) on every call writes reference counts that all cores share.
-    private let maximumRetries: Int
-    private let retriesNonIdempotentMethods: Bool
-
-    init(policy: RetryPolicy, logger: Logger) {
-        self.policy = policy
-        self.logger = logger
-        self.maximumRetries = policy.maximumRetries
-        self.retriesNonIdempotentMethods = policy.retriesNonIdempotentMethods
-    }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let maximumRetries = request.maximumRetries
         let retries = request.retryPolicy.map { $0.allowsRetrying(request, maximumRetries: maximumRetries) }
             ?? RetryPolicy.allowsRetrying(
                 request,
-                maximumRetries: maximumRetries ?? self.maximumRetries,
-                nonIdempotent: retriesNonIdempotentMethods
+                maximumRetries: maximumRetries ?? policy.maximumRetries,
+                nonIdempotent: policy.retriesNonIdempotentMethods
             )
         if !retries, !Self.mayReplay(request) {
             // Nothing to retry and nothing to replay: one attempt, as it comes.

@@ -12,11 +12,11 @@ extension AsyncHTTPClientTransport {
     ///
     /// The delegate resumes the caller itself, on the event loop, when the exchange ends;
     /// waiting on the task's future instead would send one more job to that loop on every
-    /// call. What it buys: 2% more sequential GETs per second, which keeps them within 3% of
-    /// 15ed947 (A/B of 2026-11-26, `Benchmarks/README.md`). AsyncHTTPClient tells the delegate
-    /// how every exchange ends, except when its client is shutting down, and on a redirect it
-    /// follows itself, which only a client Trellis does not own can do: then the task's result
-    /// ends the wait as well.
+    /// call. What it buys: 2% more sequential GETs per second, without which they fell 3.1%
+    /// behind 15ed947 (A/B of 2026-11-26, `Benchmarks/README.md`). AsyncHTTPClient tells the
+    /// delegate how every exchange ends, except when its client is shutting down, and on a
+    /// redirect it follows itself, which only a client Trellis does not own can do: then the
+    /// task's result ends the wait as well.
     func sendBuffered(
         _ request: Request,
         upTo limit: Int,
