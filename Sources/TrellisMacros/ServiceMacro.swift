@@ -168,9 +168,8 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         // Every endpoint takes query items added at the call site, `queryItems:` (and an upload
         // its part's description, `payloadDescription:`); the method with all of them does the
         // work (its own names for them underscored, apart from the endpoint's parameters), and
-        // the others pass it empty ones. An endpoint declared in Snowdrop's spelling
-        // also takes the names of Snowdrop's first README, `_queryItems:` and
-        // `_payloadDescription:`.
+        // the others pass it empty ones. An endpoint declared in Snowdrop's spelling also takes
+        // the names of Snowdrop's first README, `_queryItems:` and `_payloadDescription:`.
         var forwardings: [String] = []
         func forwarding(_ extra: [String], passing passed: [String]) {
             forwardings.append("""

@@ -21,10 +21,12 @@ final class Pipeline: Sendable {
         var transport: any Transport
     }
 
+    /// A client's pipeline: ``stages(for:)`` in front of its transport.
     convenience init(_ settings: Settings) {
         self.init(stages: Self.stages(for: settings), transport: settings.transport)
     }
 
+    /// `stages` in front of `transport`: a client's, or a test's few.
     init(stages: [any Stage], transport: any Transport) {
         self.stages = stages
         self.transport = transport
