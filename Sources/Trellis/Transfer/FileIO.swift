@@ -210,8 +210,8 @@ extension RequestBody {
     ///
     /// - Parameters:
     ///   - url: the file to send.
-    ///   - contentType: defaults to the type of the file's extension
-    ///     (``MIMEType/forFileName(_:)``).
+    ///   - contentType: defaults to the type of the file's extension, from a fixed table
+    ///     (`application/octet-stream` for one it does not know).
     /// - Throws: ``TrellisError/fileFailed(_:)`` when there is no readable regular file at `url`.
     public init(fileAt url: URL, contentType: String? = nil) throws {
         let path = url.path
