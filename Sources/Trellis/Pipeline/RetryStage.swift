@@ -16,8 +16,8 @@ struct RetryStage: Stage {
         let retries = request.retryPolicy.map { $0.allowsRetrying(request, maximumRetries: maximumRetries) }
             ?? RetryPolicy.allowsRetrying(
                 request,
-                maximumRetries: maximumRetries ?? policy.maximumRetries,
-                nonIdempotent: policy.retriesNonIdempotentMethods
+                maximumRetries: maximumRetries ?? self.policy.maximumRetries,
+                nonIdempotent: self.policy.retriesNonIdempotentMethods
             )
         if !retries, !Self.mayReplay(request) {
             // Nothing to retry and nothing to replay: one attempt, as it comes.
