@@ -328,7 +328,7 @@ struct HostileServerTests {
 
     /// A response no request asked for, sent on an idle keep-alive connection, never answers
     /// the next request: AsyncHTTPClient closes the connection it came on. (libcurl, under
-    /// FoundationNetworking, hands it to the next request; see the README's transports.)
+    /// FoundationNetworking, hands it to the next request; see the Connectivity article's transports.)
     @Test func aResponseNobodyAskedForNeverAnswersTheNextRequest() async throws {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: TransportKind.asyncHTTPClient.transport)
@@ -362,7 +362,7 @@ struct HostileServerTests {
     /// five times each way. URLSession delivers the refusal. AsyncHTTPClient closes the
     /// connection under the unfinished upload once the refusal has ended and then fails the
     /// exchange, dropping the refusal's body every time with a body in memory and about one
-    /// time in five with a streamed one (see the README's transports). The failure then names
+    /// time in five with a streamed one (see the Connectivity article's transports). The failure then names
     /// the status, when AsyncHTTPClient had handed the head over: always with a body in memory;
     /// with a streamed one it sometimes fails before.
     @Test(arguments: TransportKind.allCases)

@@ -346,7 +346,7 @@ struct PinningConfigurationTests {
         #expect(missing?.reason.contains("absent.pem") == true)
     }
 
-    /// The README's openssl one-liner and ``PublicKeyPin`` agree.
+    /// The Connectivity article's openssl one-liner and ``PublicKeyPin`` agree.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")))
     func theReadmeOpensslCommandComputesTheSamePin() throws {
         let certificates = try TestCertificates()

@@ -12,7 +12,7 @@ import TrellisTesting
 /// that leaves a limit to someone else fails here.
 ///
 /// A transport of your own passes these cases when it is added to ``ConformingTransport``; the
-/// README's "Writing a transport" says so.
+/// article "Writing a middleware or a transport" says so.
 @Suite("The transport contract")
 struct TransportConformanceTests {
     @Test(.hangGuard, arguments: ConformingTransport.allCases)

@@ -1,7 +1,7 @@
 public import Foundation
 
 // Snowdrop's names for what Trellis spells its own way, so that Snowdrop code moves over by
-// changing its import (README, "Coming from Snowdrop"). An endpoint declared with one of the
+// changing its import (the article "Migrating from Snowdrop"). An endpoint declared with one of the
 // `url:` macros below also gets the names Snowdrop's first README gives its extra arguments,
 // `_queryItems:` and `_payloadDescription:` (see `ServiceMacro`).
 

@@ -248,7 +248,7 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
     }
 
     /// The reason given for an answer that broke HTTP, either transport's, with what was found
-    /// wrong: one wording, which the README's table of faults quotes.
+    /// wrong: one wording, which the Errors article's table of faults quotes.
     static func notHTTP(_ fault: String, version: String = "HTTP/1.1") -> String {
         "the server's answer is not a valid \(version) response (\(fault))"
     }

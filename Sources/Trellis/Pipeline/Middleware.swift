@@ -6,7 +6,7 @@ import NIOFoundationCompat
 /// A middleware receives the request and a `next` function that runs the rest of the chain.
 /// It may change the request, answer it without calling `next`, call `next` more than once
 /// (a retry of its own), or change the response on the way back. Every built-in behaviour of
-/// a ``Client`` is a middleware too, in the order "How a request travels" in the README lists.
+/// a ``Client`` is a middleware too, in the order <doc:ThePipeline> lists.
 ///
 /// A middleware's ``scope`` says where it goes: once per call (the default), outside the
 /// client's retries and redirects, or on every hop, where it runs again for each retry

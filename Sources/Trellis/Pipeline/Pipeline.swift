@@ -2,7 +2,7 @@ import Logging
 
 /// A client's pipeline: every stage a request passes on its way to the transport, in order.
 ///
-/// ``stages(for:)`` is the one place that lists them; the README's "How a request travels"
+/// ``stages(for:)`` is the one place that lists them; "The pipeline" article
 /// follows it. The stages up to ``RetryStage`` run once per call, ``TimeLimitStage`` once per
 /// attempt, and the stages inside ``RedirectStage`` on every hop (each redirect, and each
 /// retry attempt since retries sit outside redirects).

@@ -11,7 +11,7 @@ protocol Stage: Sendable {
     /// that has not, without entering it. `true` unless the stage says otherwise.
     func isNeeded(for request: Request, _ call: CallContext) -> Bool
 
-    /// The stage's name, as "How a request travels" in the README lists it.
+    /// The stage's name, as "The pipeline" article lists it.
     var name: String { get }
 }
 

@@ -1,4 +1,4 @@
-// Batches of transfer tasks (README, "Batches"): Yggdrasil's `awaitAll()`, bounded.
+// Batches of transfer tasks (the Transfers article, "Batches"): Yggdrasil's `awaitAll()`, bounded.
 
 extension Sequence where Element: Sendable {
     /// Runs every task, at most `maxConcurrency` at a time, and returns their values in order.
