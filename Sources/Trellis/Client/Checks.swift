@@ -14,6 +14,8 @@ public struct RequestPrecondition: Sendable {
     public let name: String
     let check: @Sendable (Request) async throws -> Void
 
+    /// A check named `name` (the name errors and logs give), run before the request is sent;
+    /// throwing stops the call with ``TrellisError/preconditionFailed(_:)``.
     public init(_ name: String, _ check: @escaping @Sendable (Request) async throws -> Void) {
         self.name = name
         self.check = check
@@ -36,6 +38,8 @@ public struct ResponseValidation: Sendable {
     public let name: String
     let check: @Sendable (Response<Data>, Request) throws -> Void
 
+    /// A check named `name`, run on the final buffered response after its status is accepted;
+    /// throwing fails the call with ``TrellisError/validationFailed(_:)``.
     public init(_ name: String, _ check: @escaping @Sendable (Response<Data>, Request) throws -> Void) {
         self.name = name
         self.check = check

@@ -66,6 +66,8 @@ extension Client.Configuration {
         /// it is being read before it fails with ``TrellisError/timedOut(_:)``.
         public var idle: Duration = .seconds(60)
 
+        /// Timeouts of `request` for each attempt and `idle` between a streamed body's bytes; both
+        /// 60 seconds by default.
         public init(request: Duration = .seconds(60), idle: Duration = .seconds(60)) {
             self.request = request
             self.idle = idle
@@ -81,6 +83,8 @@ extension Client.Configuration {
         /// accepts; 1 MiB by default.
         public var maximumEventSize: Int = 1024 * 1024
 
+        /// Limits of `maximumBodySize` bytes for a buffered body (64 MiB by default) and
+        /// `maximumEventSize` bytes for one server-sent event (1 MiB).
         public init(maximumBodySize: Int = Client.defaultMaximumBodySize, maximumEventSize: Int = 1024 * 1024) {
             self.maximumBodySize = maximumBodySize
             self.maximumEventSize = maximumEventSize
@@ -94,6 +98,7 @@ extension Client.Configuration {
         /// Decodes JSON response bodies.
         public var decoder: JSONDecoder
 
+        /// The coders of request bodies and decoded responses; Foundation's defaults unless given.
         public init(encoder: JSONEncoder = JSONEncoder(), decoder: JSONDecoder = JSONDecoder()) {
             self.encoder = encoder
             self.decoder = decoder
@@ -110,6 +115,7 @@ extension Client.Configuration {
         /// ``TrellisError/invalidRequest(_:)``.
         public var pinning: CertificatePinning?
 
+        /// A plain-HTTP rule (allowed by default) and pins (none by default).
         public init(plainHTTP: PlainHTTPPolicy = .allowed, pinning: CertificatePinning? = nil) {
             self.plainHTTP = plainHTTP
             self.pinning = pinning
@@ -126,6 +132,8 @@ extension Client.Configuration {
         /// the call's error.
         public var validations: [ResponseValidation] = []
 
+        /// The statuses accepted besides 2xx, and the checks before sending and after the answer;
+        /// none by default.
         public init(
             acceptedStatuses: Set<Int> = Set(200...299),
             preconditions: [RequestPrecondition] = [],
@@ -144,6 +152,8 @@ extension Client.Configuration {
         /// Sees each response first, with its body in memory.
         public var onResponse: OnResponse?
 
+        /// The closures that see each request before it is sent and each response as it comes back;
+        /// none by default.
         public init(beforeSending: BeforeSending? = nil, onResponse: OnResponse? = nil) {
             self.beforeSending = beforeSending
             self.onResponse = onResponse

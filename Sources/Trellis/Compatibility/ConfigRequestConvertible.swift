@@ -31,16 +31,24 @@ public import HTTPTypes
 /// The parameters go where an ``EndpointType``'s go: the query of a `GET`, `HEAD` or `DELETE`,
 /// a form body otherwise.
 public protocol ConfigRequestConvertible: Sendable {
+    /// The URL the path is appended to.
     var baseURL: URL { get }
+    /// The path under ``baseURL``.
     var path: String { get }
+    /// The method; `GET` unless given.
     var method: HTTPRequest.Method { get }
+    /// The parameters: a `GET`'s query, another method's form body; none unless given.
     var parameters: [String: Any] { get }
+    /// Header fields of this request; none unless given.
     var headers: [String: String]? { get }
 }
 
 extension ConfigRequestConvertible {
+    /// `GET`.
     public var method: HTTPRequest.Method { .get }
+    /// No parameters.
     public var parameters: [String: Any] { [:] }
+    /// No header fields.
     public var headers: [String: String]? { nil }
 }
 

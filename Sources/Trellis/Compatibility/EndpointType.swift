@@ -61,6 +61,9 @@ public struct Endpoint: EndpointType {
 
     public var parameters: [String: Any] { sendableParameters }
 
+    /// An endpoint at `path` under `baseUrl`, sent with `method` (`GET` by default), its
+    /// `parameters` (the query of a `GET`, `HEAD` or `DELETE`, a form body otherwise) and
+    /// `headers`.
     public init(
         baseUrl: String,
         path: String,

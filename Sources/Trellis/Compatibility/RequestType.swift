@@ -17,6 +17,7 @@ public import Foundation
 /// `ValidationResult`; here they are ``RequestPrecondition`` and ``ResponseValidation`` values, which
 /// throw instead.
 public protocol RequestType: Sendable {
+    /// The endpoint this request sends.
     var endpoint: any EndpointType { get }
     /// Header fields added to the endpoint's.
     var headers: [String: String] { get }
@@ -27,7 +28,9 @@ public protocol RequestType: Sendable {
     var retryCount: Int { get }
     /// Whether the request skips the client's ``HTTPCache`` (``CachePolicy/reload``).
     var ignoreLocalCache: Bool { get }
+    /// Checks run before the request is sent, after the client's.
     var preconditions: [RequestPrecondition] { get }
+    /// Checks run on the response, after the client's.
     var responseValidations: [ResponseValidation] { get }
 }
 
@@ -36,7 +39,9 @@ extension RequestType {
     public var body: Data? { nil }
     public var retryCount: Int { 0 }
     public var ignoreLocalCache: Bool { false }
+    /// No checks of its own.
     public var preconditions: [RequestPrecondition] { [] }
+    /// No checks of its own.
     public var responseValidations: [ResponseValidation] { [] }
 }
 

@@ -7,18 +7,25 @@ public import Foundation
 
 /// What an upload task sends: bytes in memory, or a file streamed from disk.
 public enum UploadSource: Sendable {
+    /// These bytes.
     case data(Data)
+    /// The file at this URL, streamed from disk.
     case file(URL)
 }
 
 /// A multipart upload of one file (Yggdrasil's `MultipartFormDataRequest`): `data` as the form
 /// field `dataName`, with the media type `mimeType` (`"jpeg"` is read as `image/jpeg`).
 public struct MultipartFormDataRequest: Sendable {
+    /// The endpoint the form is posted to.
     public var endpoint: any EndpointType
+    /// The file's bytes.
     public var data: Data
+    /// Its media type, or a file extension (`"jpeg"`) that names one.
     public var mimeType: String
+    /// The form field that carries it.
     public var dataName: String
 
+    /// `data` as the form field `dataName` with the media type `mimeType`, posted to `endpoint`.
     public init(endpoint: any EndpointType, data: Data, mimeType: String, dataName: String) {
         self.endpoint = endpoint
         self.data = data

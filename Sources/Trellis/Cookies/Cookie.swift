@@ -7,7 +7,9 @@ public struct Cookie: Sendable, Hashable, Codable {
     /// An HTTP client has no notion of a site making a request, so Trellis keeps it for you to
     /// read and sends every matching cookie.
     public enum SameSite: String, Sendable, Hashable, Codable {
+        /// `SameSite=Strict`.
         case strict = "Strict"
+        /// `SameSite=Lax`.
         case lax = "Lax"
         /// `SameSite=None` (named so that it cannot be mistaken for a missing attribute).
         case unrestricted = "None"

@@ -258,10 +258,15 @@ public struct ConnectionFailure: Sendable, CustomStringConvertible {
 public struct InvalidRequest: Sendable, CustomStringConvertible {
     /// The part of the request at fault.
     public enum Part: Sendable, Equatable {
+        /// The URL: not absolute, no host, or a scheme other than `http`, `https`, `ws`, `wss`.
         case url
+        /// The method: not a valid token.
         case method
+        /// The header field of this name: an invalid name, or a value with CR, LF or NUL.
         case header(String)
+        /// The path parameter of this name: empty, which would address another resource.
         case pathParameter(String)
+        /// The body: not encodable, or a one-shot stream that would have to be sent again.
         case body
     }
 
@@ -353,6 +358,7 @@ public struct FileFailure: Sendable, CustomStringConvertible {
     /// Why it failed, as the system reported it.
     public let reason: String
 
+    /// A failure of `operation` (such as "rename") on the file at `path`, because of `reason`.
     public init(path: String, operation: String, reason: String) {
         self.path = path
         self.operation = operation

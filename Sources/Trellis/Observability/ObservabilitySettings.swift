@@ -22,6 +22,8 @@ extension Client.Configuration {
         /// Told of every hop, retry, redirect and token refresh of every call, in order.
         public var eventMonitors: [any ClientEventMonitor]
 
+        /// A tracer and a metrics factory (`nil`: whatever the process bootstrapped) and the
+        /// monitors that follow every call.
         public init(
             tracer: (any Tracer)? = nil,
             metricsFactory: (any MetricsFactory)? = nil,

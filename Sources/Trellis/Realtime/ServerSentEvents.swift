@@ -13,6 +13,8 @@ public struct ServerSentEvent: Sendable, Equatable {
     /// had one.
     public var retry: Duration?
 
+    /// An event of `type` (`message` by default) carrying `data`, with the `id` and `retry`
+    /// fields a server may send.
     public init(type: String = "message", data: String, id: String? = nil, retry: Duration? = nil) {
         self.type = type
         self.data = data

@@ -5,7 +5,9 @@ import NIOWebSocket
 
 /// One WebSocket message: text or binary, whole (fragments are reassembled).
 public enum WebSocketMessage: Sendable, Equatable {
+    /// A text message (UTF-8 on the wire).
     case text(String)
+    /// A binary message.
     case binary(Data)
 }
 
@@ -53,6 +55,7 @@ public struct WebSocketClosure: Sendable, Equatable, CustomStringConvertible {
     /// The reason from the close frame; often empty.
     public let reason: String
 
+    /// A close with `code` (`nil` when the close frame carried none) and `reason`.
     public init(code: WebSocketCloseCode?, reason: String) {
         self.code = code
         self.reason = reason

@@ -21,6 +21,7 @@ public struct WebSocketOptions: Sendable {
     /// top of them.
     public var tlsConfiguration: TLSConfiguration?
 
+    /// Options for a WebSocket connection; each default is the one its property states.
     public init(
         pingInterval: Duration? = .seconds(30),
         pingTimeout: Duration = .seconds(10),

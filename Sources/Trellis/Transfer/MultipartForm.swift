@@ -211,6 +211,8 @@ public struct PayloadDescription: Sendable, Equatable {
     /// The media type; from the file name's extension when `nil`.
     public var mimeType: String?
 
+    /// The form field `name`, the file name `fileName` the server is told, and its media type
+    /// (from the file name's extension when `nil`).
     public init(name: String, fileName: String, mimeType: String? = nil) {
         self.name = name
         self.fileName = fileName

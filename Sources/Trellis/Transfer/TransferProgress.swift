@@ -10,6 +10,7 @@ public struct TransferProgress: Sendable, Equatable, CustomStringConvertible {
     /// Whether the transfer has ended (successfully or not); the last value of every sequence.
     public var isFinished: Bool
 
+    /// Progress of `completedBytes` out of `totalBytes` (`nil` when unknown).
     public init(completedBytes: Int64, totalBytes: Int64?, isFinished: Bool = false) {
         self.completedBytes = completedBytes
         self.totalBytes = totalBytes
