@@ -149,3 +149,6 @@ public struct RefreshGrant: Encodable, Sendable {
     public var refreshToken: String
     public init(refreshToken: String) { self.refreshToken = refreshToken }
 }
+public let proxyPassword = "…"
+public let clientCertificateURL = documents.appending(path: "client.pem")
+public let clientKeyURL = documents.appending(path: "client-key.pem")

@@ -95,7 +95,7 @@ public final class Client: Sendable {
         self.init(
             baseURL: baseURL,
             base: base,
-            transport: transport ?? pinning.map(Transports.platformDefault(pinning:)) ?? Transports.platformDefault,
+            transport: transport ?? Transports.platformDefault(pinning: pinning, connectivity: configuration.connectivity),
             pinningConflict: Self.pinningConflict(pinning, transport: transport),
             authorizer: AccessTokenAuthorizer(settings: configuration.accessTokens, base: try? base.get()),
             middlewares: middlewares,

@@ -48,6 +48,9 @@ extension Client {
         public var compression = Compression()
         /// Where responses are cached (RFC 9111); `nil`, the default, caches nothing.
         public var cache: HTTPCache?
+        /// How servers are reached: proxies, name overrides, TLS trust and the client's
+        /// certificate, and connection settings. Direct, with system trust, by default.
+        public var connectivity = Connectivity()
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

@@ -204,10 +204,25 @@ struct RequestTarget {
     init(_ url: URL, acceptingWebSocketSchemes: Bool = false) throws {
         guard var scheme = url.scheme?.lowercased(),
             scheme == "http" || scheme == "https" || (acceptingWebSocketSchemes && (scheme == "ws" || scheme == "wss"))
+                || scheme == "http+unix" || scheme == "https+unix"
         else {
             throw TrellisError.invalidRequest(
                 .init(.url, "\"\(url.absoluteString)\" is not an absolute http or https URL")
             )
+        }
+        if scheme.hasSuffix("+unix") {
+            // The host is the socket's path, percent-encoded (`http+unix://%2Fvar%2Frun%2Fdocker.sock/_ping`),
+            // as AsyncHTTPClient reads it.
+            guard let socket = url.host(percentEncoded: true), !socket.isEmpty, socket.removingPercentEncoding?.hasPrefix("/") == true else {
+                throw TrellisError.invalidRequest(.init(.url, "\"\(url.absoluteString)\" names no absolute socket path (percent-encode it: http+unix://%2Fvar%2Frun%2Fapp.sock/)"))
+            }
+            self.scheme = scheme
+            self.authority = socket
+            var path = url.path(percentEncoded: true)
+            if path.isEmpty { path = "/" }
+            if let query = url.query(percentEncoded: true) { path += "?" + query }
+            self.pathAndQuery = path
+            return
         }
         guard let host = url.host, !host.isEmpty else {
             throw TrellisError.invalidRequest(.init(.url, "\"\(url.absoluteString)\" has no host"))

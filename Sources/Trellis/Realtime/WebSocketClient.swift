@@ -41,7 +41,7 @@ extension Client {
                     // The pins of this hop's host: a redirect may lead elsewhere.
                     let pins = authorized.head.scheme == "https"
                         ? self.pinning?.pins(for: PlainHTTPPolicy.host(of: authorized.head.authority ?? "")) : nil
-                    switch try await WebSocketDialer.dial(authorized, options: options, pins: pins, limits: call.limitsOfAttempt) {
+                    switch try await WebSocketDialer.dial(authorized, options: options, pins: pins, connectivity: self.configuration.connectivity, limits: call.limitsOfAttempt) {
                     case .upgraded(let link):
                         opened.withLockedValue { $0 = link }
                         return Response(head: HTTPResponse(status: .switchingProtocols), body: ResponseBody())

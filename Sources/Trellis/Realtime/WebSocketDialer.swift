@@ -24,7 +24,17 @@ enum WebSocketDialer {
 
     /// Connects to `request`'s URL (`http` or `https`, standing for `ws` and `wss`) and sends
     /// the upgrade with the request's header fields.
-    static func dial(_ request: Request, options: WebSocketOptions, pins: PinnedHost?, limits: ExchangeLimits) async throws -> Outcome {
+    ///
+    /// The client's `connectivity` applies as to its other calls: name overrides and TLS. A
+    /// WebSocket does not go through a proxy yet, so one the settings choose for this URL
+    /// fails the call rather than let it go direct.
+    static func dial(
+        _ request: Request,
+        options: WebSocketOptions,
+        pins: PinnedHost?,
+        connectivity: Client.Configuration.Connectivity,
+        limits: ExchangeLimits
+    ) async throws -> Outcome {
         guard let url = request.url, let host = url.host, !host.isEmpty else {
             throw TrellisError.invalidRequest(InvalidRequest(.url, "\(RequestLog.redactedURL(request)) has no host to open a WebSocket to"))
         }
@@ -32,9 +42,16 @@ enum WebSocketDialer {
         let port = url.port ?? (secure ? 443 : 80)
         let authority = request.head.authority ?? host
         let hostName = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        if let proxy = connectivity.proxy?.proxy(forScheme: secure ? "https" : "http", host: hostName, port: port) {
+            throw TrellisError.invalidRequest(InvalidRequest(
+                .url, "a WebSocket to \(authority) would go through the proxy \(proxy), and WebSockets do not go through proxies yet; exclude the host from the proxy to connect directly"
+            ))
+        }
+        let connectHost = connectivity.nameOverrides[hostName] ?? hostName
         let tlsContext: NIOSSLContext?
         if secure {
             var tls = options.tlsConfiguration ?? .makeClientConfiguration()
+            if !connectivity.tls.isDefault { tls = connectivity.tls.applied(to: tls) }
             if let pins { tls = pins.enforcing(on: tls) }
             do {
                 tlsContext = try NIOSSLContext(configuration: tls)
@@ -62,7 +79,7 @@ enum WebSocketDialer {
         do {
             let upgrade = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(TimeAmount(timeout))
-                .connect(host: hostName, port: port) { channel in
+                .connect(host: connectHost, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let promise = channel.eventLoop.makePromise(of: UpgradeResult.self)
                         let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {

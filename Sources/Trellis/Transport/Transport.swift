@@ -53,4 +53,16 @@ public enum Transports {
         AsyncHTTPClientTransport(pinning: pinning)
         #endif
     }
+
+    /// The transport for a client with these pins and connectivity settings: the shared
+    /// platform default when there are neither, a transport of the client's own otherwise.
+    static func platformDefault(pinning: CertificatePinning?, connectivity: Client.Configuration.Connectivity) -> any Transport {
+        if connectivity.isDefault {
+            return pinning.map(platformDefault(pinning:)) ?? platformDefault
+        }
+        // URLSession can be given neither a proxy per destination, nor name overrides, nor a
+        // client identity without a challenge handler: AsyncHTTPClient does all of them, on
+        // Apple platforms too.
+        return AsyncHTTPClientTransport(pinning: pinning, connectivity: connectivity)
+    }
 }

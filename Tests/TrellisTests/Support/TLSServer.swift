@@ -82,12 +82,51 @@ struct TestCertificates: Sendable {
         )
     }
 
+    /// A client certificate for `name` signed by the authority, for mutual TLS: its PEM and
+    /// its private key's PEM.
+    func clientIdentity(named name: String) throws -> (certificate: String, key: String) {
+        let key = P256.Signing.PrivateKey()
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 86400,
+            issuer: authorityName,
+            subject: try DistinguishedName { CommonName(name) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                try ExtendedKeyUsage([.clientAuth])
+            },
+            issuerPrivateKey: .init(authorityKey)
+        )
+        return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
+    }
+
     private static func nio(_ certificate: Certificate) throws -> NIOSSLCertificate {
         try NIOSSLCertificate(bytes: Array(certificate.serializeAsPEM().pemString.utf8), format: .pem)
     }
 }
 
 enum TLSTestServer {
+    /// Runs `body` with the URL of a TLS server that asks every client for a certificate
+    /// signed by `certificates.authority`, and refuses a connection without one.
+    static func requiringClientCertificates<Result: Sendable>(
+        _ certificates: TestCertificates,
+        _ configure: (Router<BasicRequestContext>) -> Void,
+        _ body: (URL) async throws -> Result
+    ) async throws -> Result {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(certificates.leaf)],
+            privateKey: .privateKey(certificates.leafKey)
+        )
+        tls.certificateVerification = .noHostnameVerification
+        tls.trustRoots = .certificates([certificates.authority])
+        return try await TestServer.with(tls: tls, configure, body)
+    }
+
     /// Runs `body` with the `https://localhost:<port>` URL of a Hummingbird TLS server built by
     /// `configure`, presenting `certificates.leaf`.
     static func with<Result: Sendable>(

@@ -55,11 +55,49 @@ extension AsyncHTTPClientTransport {
         return configuration
     }
 
+    /// `base` with a client's connectivity settings: name overrides, TLS, the connection pool
+    /// and the HTTP version. (Proxies are set per route: see `route(for:)`.)
+    static func configuration(
+        _ base: HTTPClient.Configuration,
+        connecting connectivity: Client.Configuration.Connectivity
+    ) -> HTTPClient.Configuration {
+        guard !connectivity.isDefault else { return base }
+        var configuration = base
+        configuration.dnsOverride.merge(connectivity.nameOverrides) { _, override in override }
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectivity.maximumConnectionsPerHost
+        configuration.connectionPool.idleTimeout = TimeAmount(connectivity.idleConnectionTimeout)
+        configuration.httpVersion = connectivity.httpVersion == .http1Only ? .http1Only : .automatic
+        if !connectivity.tls.isDefault {
+            configuration.tlsConfiguration = connectivity.tls.applied(to: base.tlsConfiguration ?? .makeClientConfiguration())
+        }
+        return configuration
+    }
+
     static func chain(
         _ first: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>,
         _ second: (@Sendable (any Channel) -> EventLoopFuture<Void>)?
     ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
         guard let second else { return first }
         return { channel in first(channel).flatMap { second(channel) } }
+    }
+}
+
+/// What a client through a proxy is made for: the proxy, and the pinned host pattern whose
+/// pins it checks, if any.
+struct ProxiedRouteKey: Hashable {
+    let pinIndex: Int?
+    let proxy: Proxy
+}
+
+extension Proxy {
+    /// The proxy as AsyncHTTPClient spells it: a `CONNECT` tunnel through an HTTP proxy, with
+    /// Basic credentials sent with every `CONNECT`, or a SOCKS5 proxy.
+    var asyncHTTPClientProxy: HTTPClient.Configuration.Proxy {
+        switch kind {
+        case .http:
+            .server(host: host, port: port, authorization: credentials.map { .basic(username: $0.username, password: $0.password) })
+        case .socks5:
+            .socksServer(host: host, port: port)
+        }
     }
 }

@@ -49,6 +49,13 @@ public final class AsyncHTTPClientTransport: Transport {
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedRoutes: [Route]
+    /// Which proxy each request goes through, if any (``Client/Configuration/Connectivity``).
+    private let proxy: ProxySettings?
+    /// The configuration the clients through a proxy are made from: the default route's, the
+    /// connectivity settings applied.
+    private let proxiedConfiguration: HTTPClient.Configuration
+    /// A client per proxy (and per pinned host pattern), made when a request first needs it.
+    private let proxiedRoutes = NIOLockedValueBox<[ProxiedRouteKey: Route]>([:])
     /// The deadlines of the calls under way over the delegate API, which fail their tasks.
     let deadlines = DeadlineTimer<HTTPClient.Task<Void>> { task in
         task.fail(reason: HTTPClientError.deadlineExceeded)
@@ -75,13 +82,19 @@ public final class AsyncHTTPClientTransport: Transport {
     /// of every new connection right after the handshake, before the connection carries a
     /// request. A mismatch closes the connection and fails the request with
     /// ``TrellisError/pinningFailed(_:)``.
+    ///
+    /// `connectivity` adds a client's proxies, name overrides, TLS settings and connection
+    /// settings to `configuration` (a ``Client`` given such settings makes its transport this way).
     public init(
         configuration: HTTPClient.Configuration = AsyncHTTPClientTransport.defaultConfiguration,
-        pinning: CertificatePinning? = nil
+        pinning: CertificatePinning? = nil,
+        connectivity: Client.Configuration.Connectivity = .init()
     ) {
-        var configuration = configuration
+        var configuration = Self.configuration(configuration, connecting: connectivity)
         configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
+        self.proxy = connectivity.proxy
+        self.proxiedConfiguration = configuration
         let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
         self.defaultRoute = Route(client: httpClient, pins: nil, hint: hint)
@@ -121,6 +134,8 @@ public final class AsyncHTTPClientTransport: Transport {
         self.pinning = nil
         self.pinnedRoutes = []
         self.decodesContentEncoding = false
+        self.proxy = nil
+        self.proxiedConfiguration = Self.defaultConfiguration  // never used: no proxy
     }
 
     deinit {
@@ -128,6 +143,9 @@ public final class AsyncHTTPClientTransport: Transport {
             httpClient.shutdown { _ in }
         }
         for route in pinnedRoutes {
+            route.client.shutdown { _ in }
+        }
+        for route in proxiedRoutes.withLockedValue({ Array($0.values) }) {
             route.client.shutdown { _ in }
         }
     }
@@ -141,6 +159,9 @@ public final class AsyncHTTPClientTransport: Transport {
         for route in pinnedRoutes {
             try await route.client.shutdown()
         }
+        for route in proxiedRoutes.withLockedValue({ Array($0.values) }) {
+            try await route.client.shutdown()
+        }
     }
 
     /// A client, the pins it checks, and the hint that notes the loop its connections last
@@ -149,16 +170,42 @@ public final class AsyncHTTPClientTransport: Transport {
         let client: HTTPClient
         let pins: PinnedHost?
         let hint: ConnectionLoopHint?
+        /// The proxy the client's connections go through, if any.
+        var proxy: Proxy? = nil
     }
 
-    /// The route of `request`.
+    /// The route of `request`: the client of its pinned host pattern, if any, and of the
+    /// proxy it goes through, if any.
     func route(for request: Request) -> Route {
-        guard let pinning, request.head.scheme?.lowercased() == "https",
-            let index = pinning.index(for: PlainHTTPPolicy.host(of: request.head.authority ?? ""))
-        else {
-            return defaultRoute
+        let scheme = request.head.scheme?.lowercased() ?? "http"
+        let host = PlainHTTPPolicy.host(of: request.head.authority ?? "")
+        var pinIndex: Int?
+        if let pinning, scheme == "https" {
+            pinIndex = pinning.index(for: host)
         }
-        return pinnedRoutes[index]
+        guard let proxy, !scheme.hasSuffix("+unix"),
+            let chosen = proxy.proxy(forScheme: scheme, host: host, port: request.url?.port ?? (scheme == "https" ? 443 : 80))
+        else {
+            return pinIndex.map { pinnedRoutes[$0] } ?? defaultRoute
+        }
+        return proxiedRoute(ProxiedRouteKey(pinIndex: pinIndex, proxy: chosen))
+    }
+
+    /// The client for requests through `key.proxy` (checking the pins of `key.pinIndex`),
+    /// made the first time one needs it.
+    private func proxiedRoute(_ key: ProxiedRouteKey) -> Route {
+        proxiedRoutes.withLockedValue { routes in
+            if let route = routes[key] { return route }
+            var configuration = proxiedConfiguration
+            configuration.proxy = key.proxy.asyncHTTPClientProxy
+            let pins = key.pinIndex.map { pinning!.hosts[$0] }
+            if let pins { configuration = Self.configuration(configuration, checking: pins) }
+            let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
+            let route = Route(client: client, pins: pins, hint: hint, proxy: key.proxy)
+            routes[key] = route
+            return route
+        }
     }
 
     /// The hints of the clients the transport made, the default one first; for tests.
@@ -180,6 +227,16 @@ public final class AsyncHTTPClientTransport: Transport {
     /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`).
     public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
         let route = route(for: request)
+        guard let proxy = route.proxy else { return try await send(request, within: limits, through: route) }
+        do {
+            return try await send(request, within: limits, through: route)
+        } catch {
+            throw ProxyErrors.naming(proxy, origin: request.head.authority ?? "", in: error)
+        }
+    }
+
+    /// Sends the request through `route`'s client.
+    private func send(_ request: Request, within limits: ExchangeLimits, through route: Route) async throws -> Response<ResponseBody> {
         // Every call counts, whichever way it goes, so that a call overlapping one with a
         // body (or a stream) is known not to be alone.
         let preferred = route.hint?.begin()

@@ -53,6 +53,31 @@ public final class URLSessionTransport: Transport {
         self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
+    /// A transport made from `configuration` with a client's connectivity settings, checking
+    /// `pinning`. URLSession takes the connection settings (connections per host); it cannot
+    /// apply a proxy chosen per destination, name overrides, private trust or a client
+    /// certificate here, and on Linux FoundationNetworking ignores proxies altogether, so any
+    /// of those is refused rather than left out: a request that should go through a proxy
+    /// never goes direct. ``AsyncHTTPClientTransport`` applies them all, on every platform.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the setting URLSession cannot apply.
+    public convenience init(
+        configuration: URLSessionConfiguration = .default,
+        pinning: CertificatePinning? = nil,
+        connectivity: Client.Configuration.Connectivity
+    ) throws {
+        var refused: [String] = []
+        if connectivity.proxy != nil { refused.append("a proxy") }
+        if !connectivity.nameOverrides.isEmpty { refused.append("name overrides") }
+        if !connectivity.tls.isDefault { refused.append("TLS trust, a client certificate or a minimum TLS version") }
+        guard refused.isEmpty else {
+            throw TrellisError.invalidRequest(.init(.url, "URLSessionTransport cannot apply \(refused.joined(separator: ", ")) (FoundationNetworking on Linux ignores proxies, and URLSession takes none per destination); use AsyncHTTPClientTransport"))
+        }
+        let configuration = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+        configuration.httpMaximumConnectionsPerHost = connectivity.maximumConnectionsPerHost
+        self.init(configuration: configuration, pinning: pinning)
+    }
+
     deinit {
         session.finishTasksAndInvalidate()
     }

@@ -1,0 +1,42 @@
+import Foundation
+
+extension Client.Configuration {
+    /// How a client reaches servers: proxies, name overrides, TLS trust and identity, and its
+    /// connections. Applied by the client's own transport (a client given these settings and
+    /// no transport makes one of its own); a transport you pass keeps its own settings.
+    public struct Connectivity: Sendable {
+        /// The proxy each request goes through; `nil`, the default, sends every request direct.
+        public var proxy: ProxySettings?
+        /// Addresses to connect to instead of resolving a host name (curl's `--resolve`):
+        /// `["api.example.com": "10.0.0.7"]`. The `Host` field, the TLS server name and the
+        /// certificate check stay those of the name.
+        public var nameOverrides: [String: String] = [:]
+        /// TLS trust, the client's certificate, and the lowest TLS version.
+        public var tls = TLSSettings()
+        /// How many connections a client keeps open to one host at most (HTTP/1.1; an HTTP/2
+        /// connection carries many requests at once).
+        public var maximumConnectionsPerHost = 8
+        /// How long an idle connection is kept for another request.
+        public var idleConnectionTimeout: Duration = .seconds(60)
+        /// Which HTTP versions are spoken.
+        public var httpVersion: HTTPVersionPreference = .http2WhenOffered
+
+        /// The defaults: direct connections, system trust, 8 connections per host kept 60
+        /// seconds, and HTTP/2 where the server offers it.
+        public init() {}
+
+        /// Whether these are the defaults, which the shared transport serves.
+        var isDefault: Bool {
+            proxy == nil && nameOverrides.isEmpty && tls.isDefault && maximumConnectionsPerHost == 8
+                && idleConnectionTimeout == .seconds(60) && httpVersion == .http2WhenOffered
+        }
+    }
+
+    /// Which HTTP versions a client speaks.
+    public enum HTTPVersionPreference: Sendable, Hashable {
+        /// HTTP/1.1 only.
+        case http1Only
+        /// HTTP/2 when the server offers it over TLS (ALPN), HTTP/1.1 otherwise.
+        case http2WhenOffered
+    }
+}

@@ -1,0 +1,33 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOPosix
+
+/// What a failure on the way through a proxy says: the proxy by name (never its password), and
+/// what it did, in place of the transport's words about "the host".
+enum ProxyErrors {
+    /// `error`, met by a request to `origin` through `proxy`, naming the proxy where the proxy
+    /// is what failed: unreachable, asking for credentials, refusing the tunnel, or answering
+    /// what is not a proxy's answer. Failures past the tunnel (the origin's own) pass unchanged.
+    static func naming(_ proxy: Proxy, origin: String, in error: any Error) -> any Error {
+        guard case .connectionFailed(let failure) = error as? TrellisError else { return error }
+        let reason: String
+        switch failure.underlying {
+        case let clientError as HTTPClientError where clientError == .proxyAuthenticationRequired:
+            reason = proxy.credentials == nil
+                ? "the proxy asks for credentials (407) and none are configured"
+                : "the proxy refused the credentials configured for it (407)"
+        case let clientError as HTTPClientError where clientError == .invalidProxyResponse:
+            reason = "the proxy refused the tunnel to \(origin), or did not answer as an HTTP proxy does"
+        case let clientError as HTTPClientError where clientError == .socksHandshakeTimeout:
+            reason = "the SOCKS proxy did not complete its handshake"
+        case is NIOConnectionError, ChannelError.connectTimeout?:
+            // The only connection a proxied client opens is to the proxy.
+            reason = "the proxy cannot be reached: \(failure.reason)"
+        case let ioError as IOError where [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH].contains(ioError.errnoCode):
+            reason = "the proxy cannot be reached: \(failure.reason)"
+        default:
+            return error
+        }
+        return TrellisError.connectionFailed(ConnectionFailure(host: "\(proxy)", reason: reason, underlying: failure.underlying))
+    }
+}

@@ -1,0 +1,272 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import Testing
+@testable import Trellis
+
+/// Proxies, name overrides and Unix sockets, against real programs: tinyproxy (an HTTP proxy)
+/// and microsocks (a SOCKS5 proxy), started by the tests, in front of the in-process servers.
+@Suite("Connectivity against real proxies and sockets", .serialized, .hangGuard)
+struct ConnectivityIntegrationTests {
+    /// An origin answering `ok` to everything, which records what it received.
+    private func withOrigin<Result: Sendable>(_ body: (ScriptedServer) async throws -> Result) async throws -> Result {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", ["Content-Type: text/plain"], body: "ok") }, body)
+    }
+
+    private func text(_ client: Client, _ url: URL) async throws -> String {
+        String(decoding: try await client.data(for: Trellis.Request(method: .get, url: url)).body, as: UTF8.self)
+    }
+
+    @Test func anHTTPProxyWithCredentialsCarriesTheCallAndTheOriginNeverSeesThem() async throws {
+        try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
+            try await withOrigin { origin in
+                let client = Client(baseURL: origin.url) {
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, credentials: .init(username: "svc", password: "s3cret-pass")))
+                }
+                #expect(try await text(client, origin.url.appending(path: "hello")) == "ok")
+                let received = try #require(origin.requests.first)
+                #expect(received.target == "/hello")
+                #expect(received.field("Proxy-Authorization") == nil)
+            }
+        }
+    }
+
+    @Test func aProxyThatRefusesTheCredentialsFailsNamingItAndNotThePassword() async throws {
+        try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
+            try await withOrigin { origin in
+                for credentials in [nil, Proxy.Credentials(username: "svc", password: "wrong-pass")] {
+                    let client = Client(baseURL: origin.url) {
+                        $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, credentials: credentials))
+                    }
+                    let error = await #expect(throws: TrellisError.self) { try await text(client, origin.url) }
+                    guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); continue }
+                    #expect(failure.host == "http://\(credentials.map { "\($0.username):<redacted>@" } ?? "")127.0.0.1:\(proxy.port)")
+                    // tinyproxy answers 407 without credentials, and 401 to wrong ones (AsyncHTTPClient
+                    // reports no status but 407's): either way the proxy is named as what refused.
+                    #expect(failure.reason.contains(credentials == nil ? "asks for credentials (407)" : "the proxy refused"))
+                    #expect(!"\(error!)".contains("wrong-pass"))
+                }
+                #expect(origin.requests.isEmpty)
+            }
+        }
+    }
+
+    @Test func aProxyThatRefusesTheTunnelFailsNamingIt() async throws {
+        // Tunnels only to port 1: the origin's port is refused with a 403.
+        try await ProxyProgram.running({ try await .tinyproxy(["ConnectPort 1"]) }) { proxy in
+            try await withOrigin { origin in
+                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port)) }
+                let error = await #expect(throws: TrellisError.self) { try await text(client, origin.url) }
+                guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(failure.host == "http://127.0.0.1:\(proxy.port)")
+                #expect(failure.reason.contains("refused the tunnel"))
+                #expect(origin.requests.isEmpty)
+            }
+        }
+    }
+
+    @Test func aProxyThatCannotBeReachedFailsNamingItAndNoProxyGoesDirect() async throws {
+        let deadPort = try await ProxyProgram.freePort()
+        try await withOrigin { origin in
+            let dead = Proxy.http(host: "127.0.0.1", port: deadPort)
+            let through = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(dead) }
+            let error = await #expect(throws: TrellisError.self) { try await text(through, origin.url) }
+            guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host == "http://127.0.0.1:\(deadPort)")
+            #expect(failure.reason.contains("cannot be reached"))
+
+            let excluded = try NoProxy("localhost, 127.0.0.1")
+            let direct = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(dead, except: excluded) }
+            #expect(try await text(direct, origin.url) == "ok")
+        }
+    }
+
+    @Test func aSOCKS5ProxyCarriesTheCall() async throws {
+        try await ProxyProgram.running({ try await .microsocks() }) { socks in
+            try await withOrigin { origin in
+                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port)) }
+                let answer = try await text(client, origin.url)
+                #expect(answer == "ok")
+                #expect(origin.requests.count == 1)
+            }
+            // The same settings with the proxy gone fail, naming it: the call went through it.
+            try await socks.stop()
+            try await withOrigin { origin in
+                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port)) }
+                let error = await #expect(throws: TrellisError.self) { try await text(client, origin.url) }
+                guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(failure.host == "socks5://127.0.0.1:\(socks.port)")
+                #expect(origin.requests.isEmpty)
+            }
+        }
+    }
+
+    @Test func aNameOverrideConnectsToTheAddressAndKeepsTheName() async throws {
+        try await withOrigin { origin in
+            let port = origin.url.port!
+            let named = URL(string: "http://api.trellis.test:\(port)")!
+            let client = Client(baseURL: named) { $0.connectivity.nameOverrides = ["api.trellis.test": "127.0.0.1"] }
+            let answer = try await text(client, named.appending(path: "x"))
+            #expect(answer == "ok")
+            #expect(origin.requests.first?.field("Host") == "api.trellis.test:\(port)")
+        }
+    }
+
+    @Test func aServiceOnAUnixSocketAnswersAndAMissingSocketIsNamed() async throws {
+        let path = FileManager.default.temporaryDirectory.appending(path: "trellis-\(UUID().uuidString.prefix(8)).sock").path
+        let router = Router()
+        router.get("_ping") { _, _ in "OK" }
+        router.get("containers/json") { _, _ in #"[{"Id":"abc","Names":["/web"]}]"# }
+        try await TestServer.run({ onServerRunning, logger in
+            Application(router: router, configuration: .init(address: .unixDomainSocket(path: path)), onServerRunning: onServerRunning, logger: logger)
+        }) { _ in
+            let docker = DockerService(baseURL: .unixSocket(path))
+            let ping = try await docker.ping()
+            let containers = try await docker.containers()
+            #expect(ping == "OK")
+            #expect(containers.map(\.Id) == ["abc"])
+        }
+        let missing = DockerService(baseURL: .unixSocket(path + ".gone"))
+        let error = await #expect(throws: TrellisError.self) { try await missing.ping() }
+        guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+        #expect(failure.host.contains(".gone"))
+    }
+
+    @Test func aPrivateAuthorityIsTrustedWhenGivenAndOnlyThen() async throws {
+        let certificates = try TestCertificates()
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        try await TLSTestServer.with(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
+            let untrusting = Client(baseURL: url)
+            let error = await #expect(throws: TrellisError.self) { try await text(untrusting, url.appending(path: "hello")) }
+            guard case .tlsFailed = error else { Issue.record("\(String(describing: error))"); return }
+
+            let trusting = Client(baseURL: url) { $0.connectivity.tls.trust = .only(authority) }
+            let answer = try await text(trusting, url.appending(path: "hello"))
+            #expect(answer == "hi")
+        }
+    }
+
+    @Test func aServerThatAsksForAClientCertificateGetsItFromPEMAndPKCS12() async throws {
+        let certificates = try TestCertificates()
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        let identity = try certificates.clientIdentity(named: "trellis-client")
+        let pkcs12 = try Self.pkcs12(certificate: identity.certificate, key: identity.key, password: "p12-pass")
+        try await TLSTestServer.requiringClientCertificates(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
+            let anonymous = Client(baseURL: url) { $0.connectivity.tls.trust = .only(authority) }
+            let error = await #expect(throws: TrellisError.self) { try await text(anonymous, url.appending(path: "hello")) }
+            guard case .tlsFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host.hasPrefix("localhost"))
+
+            for clientIdentity in [
+                try ClientIdentity.pem(certificateChain: Data(identity.certificate.utf8), privateKey: Data(identity.key.utf8)),
+                try ClientIdentity.pkcs12(pkcs12, password: "p12-pass"),
+            ] {
+                let client = Client(baseURL: url) {
+                    $0.connectivity.tls.trust = .only(authority)
+                    $0.connectivity.tls.clientIdentity = clientIdentity
+                }
+                let answer = try await text(client, url.appending(path: "hello"))
+                #expect(answer == "hi")
+            }
+        }
+        #expect(throws: TrellisError.self) { try ClientIdentity.pkcs12(pkcs12, password: "wrong") }
+    }
+
+    /// A PKCS#12 archive of `certificate` and `key`, made by the openssl command.
+    private static func pkcs12(certificate: String, key: String, password: String) throws -> Data {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-p12-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try certificate.write(to: directory.appending(path: "cert.pem"), atomically: true, encoding: .utf8)
+        try key.write(to: directory.appending(path: "key.pem"), atomically: true, encoding: .utf8)
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.currentDirectoryURL = directory
+        openssl.arguments = ["pkcs12", "-export", "-in", "cert.pem", "-inkey", "key.pem", "-passout", "pass:\(password)", "-out", "id.p12"]
+        try openssl.run()
+        while openssl.isRunning { usleep(10_000) }
+        return try Data(contentsOf: directory.appending(path: "id.p12"))
+    }
+
+    @Test func aWebSocketTakesTheNameOverrideAndNeverGoesDirectPastAProxy() async throws {
+        try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
+            let port = url.port!
+            let named = URL(string: "ws://chat.trellis.test:\(port)/echo")!
+            let overriding = Client(baseURL: URL(string: "http://chat.trellis.test:\(port)")!) {
+                $0.connectivity.nameOverrides = ["chat.trellis.test": "127.0.0.1"]
+            }
+            let socket = try await overriding.webSocket(for: Trellis.Request(method: .get, url: named))
+            try await socket.send("hello")
+            var messages = socket.messages.makeAsyncIterator()
+            let echoed = try await messages.next()
+            #expect(echoed == .text("hello"))
+            await socket.close(.normalClosure, reason: "done")
+
+            let proxied = Client(baseURL: url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: 9)) }
+            let error = await #expect(throws: TrellisError.self) {
+                try await proxied.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "echo")))
+            }
+            #expect("\(error!)".contains("do not go through proxies yet"))
+        }
+    }
+
+    // MARK: Rules, without a network
+
+    @Test func noProxyMatchesAsCurlDoes() throws {
+        let rule = try NoProxy(" localhost, .internal.example, example.org:8443, 10.0.0.0/8, ::1, [fd00::1]:9000 ")
+        #expect(rule.matches(host: "localhost", port: 80))
+        #expect(rule.matches(host: "internal.example", port: 443))
+        #expect(rule.matches(host: "api.internal.example.", port: 443))
+        #expect(!rule.matches(host: "notinternal.example", port: 443))
+        #expect(rule.matches(host: "example.org", port: 8443))
+        #expect(!rule.matches(host: "example.org", port: 443))
+        #expect(rule.matches(host: "10.1.2.3", port: 80))
+        #expect(!rule.matches(host: "11.1.2.3", port: 80))
+        #expect(rule.matches(host: "[::1]", port: 80))
+        #expect(rule.matches(host: "fd00::1", port: 9000))
+        #expect(!rule.matches(host: "fd00::1", port: 9001))
+        #expect(try NoProxy("*").matches(host: "anything.at.all", port: 1))
+        #expect(throws: TrellisError.self) { try NoProxy("host:port") }
+        #expect(throws: TrellisError.self) { try NoProxy("10.0.0.0/33") }
+    }
+
+    @Test func theEnvironmentIsReadAsCurlReadsIt() throws {
+        #expect(try Proxy.fromEnvironment([:]) == nil)
+        // HTTP_PROXY in upper case is not read (a CGI server sets it from a request's header).
+        #expect(try Proxy.fromEnvironment(["HTTP_PROXY": "http://evil:1"]) == nil)
+        let settings = try #require(try Proxy.fromEnvironment([
+            "https_proxy": "http://user:p%40ss@proxy.corp:3128", "HTTPS_PROXY": "http://ignored:1",
+            "ALL_PROXY": "socks5h://socks.corp", "NO_PROXY": "localhost,.corp",
+        ]))
+        let https = try #require(settings.proxy(forScheme: "wss", host: "api.example.com", port: 443))
+        #expect(https.host == "proxy.corp" && https.port == 3128 && https.credentials?.password == "p@ss")
+        #expect(settings.proxy(forScheme: "http", host: "api.example.com", port: 80) == .socks5(host: "socks.corp", port: 1080))
+        #expect(settings.proxy(forScheme: "https", host: "git.corp", port: 443) == nil)
+        let error = #expect(throws: TrellisError.self) { try Proxy.fromEnvironment(["https_proxy": "ftp://u:secret@host"]) }
+        #expect("\(error!)".contains("https_proxy"))
+        #expect(!"\(error!)".contains("secret"))
+    }
+
+    @Test func urlSessionRefusesWhatItCannotApply() throws {
+        var connectivity = Client.Configuration.Connectivity()
+        connectivity.proxy = .always(.http(host: "proxy", port: 3128))
+        let error = #expect(throws: TrellisError.self) { try URLSessionTransport(connectivity: connectivity) }
+        #expect("\(error!)".contains("a proxy"))
+    }
+}
+
+private struct Container: Decodable, Sendable {
+    // The name Docker gives the field.
+    // swiftlint:disable:next identifier_name
+    let Id: String
+}
+
+@Service
+private protocol Docker {
+    @GET("/_ping")
+    func ping() async throws -> String
+
+    @GET("/containers/json")
+    func containers() async throws -> [Container]
+}

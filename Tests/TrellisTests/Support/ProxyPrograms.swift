@@ -1,0 +1,86 @@
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// A proxy program the test starts (tinyproxy, microsocks) on a free port of 127.0.0.1, and
+/// stops when it ends. CI installs both (`.ci/run`).
+final class ProxyProgram: StoppableTestServer {
+    let port: Int
+    private let process: Process
+    private let directory: URL
+    /// Finishes when the program has exited. (`Process.waitUntilExit()` runs the current run
+    /// loop on Linux, which a test's task does not have: it never returned.)
+    private let exited: AsyncStream<Void>
+
+    /// Starts `executable` with the arguments `arguments(port, directory)` gives, in a
+    /// temporary directory of its own, and returns once it accepts connections.
+    init(_ executable: String, arguments: (Int, URL) throws -> [String]) async throws {
+        guard let path = ["/usr/bin", "/usr/sbin", "/usr/local/bin"].map({ "\($0)/\(executable)" })
+            .first(where: FileManager.default.isExecutableFile(atPath:))
+        else {
+            throw ProgramMissing(name: executable)
+        }
+        directory = FileManager.default.temporaryDirectory.appending(path: "trellis-\(executable)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        port = try await Self.freePort()
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = try arguments(port, directory)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
+        self.exited = exited
+        process.terminationHandler = { _ in exit.finish() }
+        try process.run()
+        try await Self.waitUntilListening(port: port, process: process)
+    }
+
+    func stop() async throws {
+        // SIGKILL: the test process's threads block SIGTERM, and a child inherits that mask,
+        // so tinyproxy never saw a SIGTERM sent to it.
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        for await _ in exited {}
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A port nothing listens on now: one the system picked for a listener just closed.
+    static func freePort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress!.port!
+        try await channel.close()
+        return port
+    }
+
+    /// Returns once a connection to `port` succeeds; fails if the program exits first.
+    private static func waitUntilListening(port: Int, process: Process) async throws {
+        while true {
+            guard process.isRunning else { throw ProgramMissing(name: "\(process.executableURL!.lastPathComponent) (exited at start)") }
+            if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get() {
+                try? await channel.close()
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    struct ProgramMissing: Error, CustomStringConvertible {
+        let name: String
+        var description: String { "the test needs \(name): apt-get install tinyproxy microsocks (.ci/run installs them)" }
+    }
+
+    /// tinyproxy on a free port, allowing 127.0.0.1, with `extra` configuration lines.
+    static func tinyproxy(_ extra: [String] = []) async throws -> ProxyProgram {
+        try await ProxyProgram("tinyproxy") { port, directory in
+            let configuration = directory.appending(path: "tinyproxy.conf")
+            let lines = ["Port \(port)", "Listen 127.0.0.1", "Timeout 30", "Allow 127.0.0.1", "LogLevel Critical",
+                         "PidFile \"\(directory.path)/tinyproxy.pid\"", "MaxClients 20"] + extra
+            try lines.joined(separator: "\n").write(to: configuration, atomically: true, encoding: .utf8)
+            return ["-d", "-c", configuration.path]
+        }
+    }
+
+    /// microsocks, a SOCKS5 proxy, on a free port of 127.0.0.1.
+    static func microsocks() async throws -> ProxyProgram {
+        try await ProxyProgram("microsocks") { port, _ in ["-i", "127.0.0.1", "-p", "\(port)"] }
+    }
+}
