@@ -152,3 +152,9 @@ public struct RefreshGrant: Encodable, Sendable {
 public let proxyPassword = "…"
 public let clientCertificateURL = documents.appending(path: "client.pem")
 public let clientKeyURL = documents.appending(path: "client-key.pem")
+
+/// Where an app keeps its secrets.
+public struct Vault: Sendable {
+    public func secret(named name: String) async throws -> String { "…" }
+}
+public let vault = Vault()

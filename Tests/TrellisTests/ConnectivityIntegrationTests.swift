@@ -52,6 +52,68 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    @Test func aChallengeIsAnsweredOnceAndItsCredentialsKept() async throws {
+        try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
+            try await withOrigin { origin in
+                let asked = Counter()
+                var settings = ProxySettings.always(.http(host: "127.0.0.1", port: proxy.port))
+                settings.credentialsForChallenge = { _ in
+                    await asked.increment()
+                    return .init(username: "svc", password: "s3cret-pass")
+                }
+                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = settings }
+                let first = try await text(client, origin.url)
+                let second = try await text(client, origin.url)
+                #expect(first == "ok" && second == "ok")
+                #expect(await asked.value == 1)
+                #expect(origin.requests.allSatisfy { $0.field("Proxy-Authorization") == nil })
+            }
+        }
+    }
+
+    @Test func aProxyThatKeepsAnswering407EndsTheCallAfterOneAnswer() async throws {
+        // A "proxy" that answers every CONNECT with 407.
+        let challenge = ScriptedServer.response("407 Proxy Authentication Required", ["Proxy-Authenticate: Basic realm=\"corp\""])
+        try await ScriptedServer.with({ _ in challenge }) { fakeProxy in
+            let asked = Counter()
+            let port = fakeProxy.url.port!
+            var settings = ProxySettings.always(.http(host: "127.0.0.1", port: port))
+            settings.credentialsForChallenge = { _ in
+                await asked.increment()
+                return .init(username: "svc", password: "never-right")
+            }
+            let client = Client(baseURL: URL(string: "http://origin.trellis.test")!) { $0.connectivity.proxy = settings }
+            let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "http://origin.trellis.test/x")!) }
+            guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host == "http://svc:<redacted>@127.0.0.1:\(port)")
+            #expect(failure.reason.contains("refused the credentials sent to it (407)"))
+            #expect(!"\(error!)".contains("never-right"))
+            #expect(await asked.value == 1)
+            #expect(fakeProxy.requests.count == 2)
+            #expect(fakeProxy.requests.allSatisfy { $0.method == "CONNECT" })
+        }
+    }
+
+    @Test func aProxyThatAnswersNonsenseFailsNamingIt() async throws {
+        try await ScriptedServer.with({ _ in "SSH-2.0-OpenSSH_9.2\r\n\r\n" }) { nonsense in
+            let port = nonsense.url.port!
+            var connectivity = Client.Configuration.Connectivity()
+            connectivity.proxy = .always(.http(host: "127.0.0.1", port: port))
+            let transport = AsyncHTTPClientTransport(
+                configuration: { var configuration = AsyncHTTPClientTransport.defaultConfiguration
+                    configuration.timeout.connect = .milliseconds(500)
+                    return configuration }(),
+                connectivity: connectivity
+            )
+            let client = Client(baseURL: URL(string: "http://origin.trellis.test")!, transport: transport)
+            let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "http://origin.trellis.test/x")!) }
+            guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host == "http://127.0.0.1:\(port)")
+            #expect(failure.reason.contains("did not open the tunnel"))
+            try await transport.shutdown()
+        }
+    }
+
     @Test func aProxyThatRefusesTheTunnelFailsNamingIt() async throws {
         // Tunnels only to port 1: the origin's port is refused with a 403.
         try await ProxyProgram.running({ try await .tinyproxy(["ConnectPort 1"]) }) { proxy in
@@ -254,6 +316,11 @@ struct ConnectivityIntegrationTests {
         let error = #expect(throws: TrellisError.self) { try URLSessionTransport(connectivity: connectivity) }
         #expect("\(error!)".contains("a proxy"))
     }
+}
+
+private actor Counter {
+    private(set) var value = 0
+    func increment() { value += 1 }
 }
 
 private struct Container: Decodable, Sendable {

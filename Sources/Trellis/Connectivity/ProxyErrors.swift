@@ -5,6 +5,14 @@ import NIOPosix
 /// What a failure on the way through a proxy says: the proxy by name (never its password), and
 /// what it did, in place of the transport's words about "the host".
 enum ProxyErrors {
+    /// Whether `error` is a proxy's `407 Proxy Authentication Required`.
+    static func isChallenge(_ error: any Error) -> Bool {
+        guard case .connectionFailed(let failure) = error as? TrellisError,
+            let clientError = failure.underlying as? HTTPClientError
+        else { return false }
+        return clientError == .proxyAuthenticationRequired
+    }
+
     /// `error`, met by a request to `origin` through `proxy`, naming the proxy where the proxy
     /// is what failed: unreachable, asking for credentials, refusing the tunnel, or answering
     /// what is not a proxy's answer. Failures past the tunnel (the origin's own) pass unchanged.
@@ -15,11 +23,15 @@ enum ProxyErrors {
         case let clientError as HTTPClientError where clientError == .proxyAuthenticationRequired:
             reason = proxy.credentials == nil
                 ? "the proxy asks for credentials (407) and none are configured"
-                : "the proxy refused the credentials configured for it (407)"
+                : "the proxy refused the credentials sent to it (407)"
         case let clientError as HTTPClientError where clientError == .invalidProxyResponse:
             reason = "the proxy refused the tunnel to \(origin), or did not answer as an HTTP proxy does"
         case let clientError as HTTPClientError where clientError == .socksHandshakeTimeout:
             reason = "the SOCKS proxy did not complete its handshake"
+        case let clientError as HTTPClientError where clientError == .connectTimeout:
+            // AsyncHTTPClient waits out the connect timeout when the proxy's answer to CONNECT
+            // cannot be parsed.
+            reason = "the proxy did not open the tunnel within the connect timeout (it did not answer, or not as an HTTP proxy does)"
         case is NIOConnectionError, ChannelError.connectTimeout?:
             // The only connection a proxied client opens is to the proxy.
             reason = "the proxy cannot be reached: \(failure.reason)"

@@ -11,6 +11,17 @@ public import Foundation
 public struct ProxySettings: Sendable {
     private let choose: @Sendable (_ scheme: String, _ host: String, _ port: Int) -> Proxy?
 
+    /// Answers an HTTP proxy's `407 Proxy Authentication Required`: the credentials to send it
+    /// instead, or `nil` to fail the call. It is called once per challenge; the call is then
+    /// sent once more with the credentials, which the client keeps for that proxy. A proxy that
+    /// answers `407` to them too fails the call, naming the proxy, without asking again.
+    ///
+    /// ```swift
+    /// var proxy = ProxySettings.always(.http(host: "proxy.corp", port: 3128))
+    /// proxy.credentialsForChallenge = { proxy in try await vault.credentials(for: proxy.host) }
+    /// ```
+    public var credentialsForChallenge: (@Sendable (_ proxy: Proxy) async throws -> Proxy.Credentials?)?
+
     /// Every request through `proxy`, but those to destinations `except` matches.
     public static func always(_ proxy: Proxy, except excluded: NoProxy = .none) -> ProxySettings {
         perScheme(http: proxy, https: proxy, except: excluded)
@@ -19,16 +30,16 @@ public struct ProxySettings: Sendable {
     /// `http://` and `ws://` requests through `http`, `https://` and `wss://` requests through
     /// `https` (either `nil`: direct), but those to destinations `except` matches.
     public static func perScheme(http: Proxy?, https: Proxy?, except excluded: NoProxy = .none) -> ProxySettings {
-        ProxySettings { scheme, host, port in
+        ProxySettings(choose: { scheme, host, port in
             if excluded.matches(host: host, port: port) { return nil }
             return scheme == "https" ? https : http
-        }
+        }, credentialsForChallenge: nil)
     }
 
     /// The proxy `choose` picks for each request's scheme (`http` or `https`), host and port;
     /// `nil` sends it direct. It is called for every hop, so keep it quick.
     public static func choosing(_ choose: @escaping @Sendable (_ scheme: String, _ host: String, _ port: Int) -> Proxy?) -> ProxySettings {
-        ProxySettings(choose: choose)
+        ProxySettings(choose: choose, credentialsForChallenge: nil)
     }
 
     /// The proxy for a request to `scheme` (`ws` counts as `http`, `wss` as `https`), `host`

@@ -111,22 +111,6 @@ struct TestCertificates: Sendable {
 }
 
 enum TLSTestServer {
-    /// Runs `body` with the URL of a TLS server that asks every client for a certificate
-    /// signed by `certificates.authority`, and refuses a connection without one.
-    static func requiringClientCertificates<Result: Sendable>(
-        _ certificates: TestCertificates,
-        _ configure: (Router<BasicRequestContext>) -> Void,
-        _ body: (URL) async throws -> Result
-    ) async throws -> Result {
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(certificates.leaf)],
-            privateKey: .privateKey(certificates.leafKey)
-        )
-        tls.certificateVerification = .noHostnameVerification
-        tls.trustRoots = .certificates([certificates.authority])
-        return try await TestServer.with(tls: tls, configure, body)
-    }
-
     /// Runs `body` with the `https://localhost:<port>` URL of a Hummingbird TLS server built by
     /// `configure`, presenting `certificates.leaf`.
     static func with<Result: Sendable>(
@@ -134,10 +118,27 @@ enum TLSTestServer {
         _ configure: (Router<BasicRequestContext>) -> Void,
         _ body: (URL) async throws -> Result
     ) async throws -> Result {
-        let tls = TLSConfiguration.makeServerConfiguration(
+        try await TestServer.with(tls: presenting(certificates), configure, body)
+    }
+
+    /// Runs `body` with the URL of such a server that also asks every client for a
+    /// certificate signed by `certificates.authority`, and refuses a connection without one.
+    static func requiringClientCertificates<Result: Sendable>(
+        _ certificates: TestCertificates,
+        _ configure: (Router<BasicRequestContext>) -> Void,
+        _ body: (URL) async throws -> Result
+    ) async throws -> Result {
+        var tls = presenting(certificates)
+        tls.certificateVerification = .noHostnameVerification
+        tls.trustRoots = .certificates([certificates.authority])
+        return try await TestServer.with(tls: tls, configure, body)
+    }
+
+    /// A server configuration presenting `certificates.leaf`.
+    private static func presenting(_ certificates: TestCertificates) -> TLSConfiguration {
+        TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(certificates.leaf)],
             privateKey: .privateKey(certificates.leafKey)
         )
-        return try await TestServer.with(tls: tls, configure, body)
     }
 }

@@ -89,6 +89,19 @@ struct ProxiedRouteKey: Hashable {
     let proxy: Proxy
 }
 
+/// A proxy's kind and address, whatever its credentials.
+struct ProxyAddress: Hashable {
+    let kind: Proxy.Kind
+    let host: String
+    let port: Int
+
+    init(_ proxy: Proxy) {
+        kind = proxy.kind
+        host = proxy.host
+        port = proxy.port
+    }
+}
+
 extension Proxy {
     /// The proxy as AsyncHTTPClient spells it: a `CONNECT` tunnel through an HTTP proxy, with
     /// Basic credentials sent with every `CONNECT`, or a SOCKS5 proxy.

@@ -56,6 +56,9 @@ public final class AsyncHTTPClientTransport: Transport {
     private let proxiedConfiguration: HTTPClient.Configuration
     /// A client per proxy (and per pinned host pattern), made when a request first needs it.
     private let proxiedRoutes = NIOLockedValueBox<[ProxiedRouteKey: Route]>([:])
+    /// The credentials ``ProxySettings/credentialsForChallenge`` gave for each proxy, by its
+    /// address, sent from then on in place of the configured ones.
+    private let challengeCredentials = NIOLockedValueBox<[ProxyAddress: Proxy.Credentials]>([:])
     /// The deadlines of the calls under way over the delegate API, which fail their tasks.
     let deadlines = DeadlineTimer<HTTPClient.Task<Void>> { task in
         task.fail(reason: HTTPClientError.deadlineExceeded)
@@ -184,9 +187,12 @@ public final class AsyncHTTPClientTransport: Transport {
             pinIndex = pinning.index(for: host)
         }
         guard let proxy, !scheme.hasSuffix("+unix"),
-            let chosen = proxy.proxy(forScheme: scheme, host: host, port: request.url?.port ?? (scheme == "https" ? 443 : 80))
+            var chosen = proxy.proxy(forScheme: scheme, host: host, port: request.url?.port ?? (scheme == "https" ? 443 : 80))
         else {
             return pinIndex.map { pinnedRoutes[$0] } ?? defaultRoute
+        }
+        if let answered = challengeCredentials.withLockedValue({ $0[ProxyAddress(chosen)] }) {
+            chosen.credentials = answered
         }
         return proxiedRoute(ProxiedRouteKey(pinIndex: pinIndex, proxy: chosen))
     }
@@ -230,8 +236,32 @@ public final class AsyncHTTPClientTransport: Transport {
         guard let proxy = route.proxy else { return try await send(request, within: limits, through: route) }
         do {
             return try await send(request, within: limits, through: route)
+        } catch let error where ProxyErrors.isChallenge(error) && self.proxy?.credentialsForChallenge != nil {
+            return try await answeringChallenge(of: proxy, to: request, within: limits, failure: error)
         } catch {
             throw ProxyErrors.naming(proxy, origin: request.head.authority ?? "", in: error)
+        }
+    }
+
+    /// Asks ``ProxySettings/credentialsForChallenge`` for credentials for `proxy`, which
+    /// answered `407`, and sends `request` once more with them; a second `407` ends the call.
+    /// The tunnel failed before any of the request went out, so its body is unread.
+    private func answeringChallenge(
+        of proxy: Proxy,
+        to request: Request,
+        within limits: ExchangeLimits,
+        failure: any Error
+    ) async throws -> Response<ResponseBody> {
+        let origin = request.head.authority ?? ""
+        guard let answer = self.proxy?.credentialsForChallenge, let credentials = try await answer(proxy) else {
+            throw ProxyErrors.naming(proxy, origin: origin, in: failure)
+        }
+        challengeCredentials.withLockedValue { $0[ProxyAddress(proxy)] = credentials }
+        let route = route(for: request)
+        do {
+            return try await send(request, within: limits, through: route)
+        } catch {
+            throw ProxyErrors.naming(route.proxy ?? proxy, origin: origin, in: error)
         }
     }
 
