@@ -164,6 +164,41 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    @Test func aDownloadGoesThroughTheProxyToo() async throws {
+        let body = String(repeating: "trellis ", count: 64 * 1024)
+        try await ProxyProgram.running({ try await .microsocks() }) { socks in
+            try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", ["Content-Type: application/octet-stream"], body: body) }) { origin in
+                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port)) }
+                let destination = FileManager.default.temporaryDirectory.appending(path: "trellis-proxied-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: destination) }
+                let file = try await client.download(for: Trellis.Request(method: .get, url: origin.url.appending(path: "file")), to: destination)
+                #expect(try Data(contentsOf: file.url) == Data(body.utf8))
+            }
+            // With the proxy gone, the same download fails: it went through the proxy.
+            try await socks.stop()
+            try await withOrigin { origin in
+                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port)) }
+                let destination = FileManager.default.temporaryDirectory.appending(path: "trellis-proxied-\(UUID().uuidString)")
+                await #expect(throws: TrellisError.self) {
+                    try await client.download(for: Trellis.Request(method: .get, url: origin.url.appending(path: "file")), to: destination)
+                }
+                #expect(origin.requests.isEmpty)
+            }
+        }
+    }
+
+    @Test func oneConnectionPerHostCarriesConcurrentCallsInTurn() async throws {
+        try await withOrigin { origin in
+            let client = Client(baseURL: origin.url) { $0.connectivity.maximumConnectionsPerHost = 1 }
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<4 { group.addTask { try await text(client, origin.url) } }
+                for try await answer in group { #expect(answer == "ok") }
+            }
+            // One connection: its requests are numbered 1 to 4.
+            #expect(origin.requests.map(\.numberOnConnection).sorted() == [1, 2, 3, 4])
+        }
+    }
+
     @Test func aNameOverrideConnectsToTheAddressAndKeepsTheName() async throws {
         try await withOrigin { origin in
             let port = origin.url.port!
