@@ -158,3 +158,5 @@ public struct Vault: Sendable {
     public func secret(named name: String) async throws -> String { "…" }
 }
 public let vault = Vault()
+public let clientArchiveURL = documents.appending(path: "client.p12")
+public let archivePassword = "…"

@@ -270,6 +270,29 @@ struct ConnectivityIntegrationTests {
         #expect(throws: TrellisError.self) { try ClientIdentity.pkcs12(pkcs12, password: "wrong") }
     }
 
+    @Test func tlsSettingsForAHostPatternApplyToItsHostsAlone() async throws {
+        let certificates = try TestCertificates()
+        let identity = try certificates.clientIdentity(named: "trellis-client")
+        var privateTLS = TLSSettings()
+        privateTLS.trust = .only(try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes())))
+        privateTLS.clientIdentity = try ClientIdentity.pem(certificateChain: Data(identity.certificate.utf8), privateKey: Data(identity.key.utf8))
+        try await TLSTestServer.requiringClientCertificates(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
+            var matching = Client.Configuration.Connectivity()
+            try matching.setTLS(privateTLS, forHostsMatching: "localhost")
+            let client = Client(baseURL: url) { $0.connectivity = matching }
+            let answer = try await text(client, url.appending(path: "hello"))
+            #expect(answer == "hi")
+
+            var elsewhere = Client.Configuration.Connectivity()
+            try elsewhere.setTLS(privateTLS, forHostsMatching: "*.privateTLS.example")
+            let other = Client(baseURL: url) { $0.connectivity = elsewhere }
+            let error = await #expect(throws: TrellisError.self) { try await text(other, url.appending(path: "hello")) }
+            guard case .tlsFailed = error else { Issue.record("\(String(describing: error))"); return }
+        }
+        var invalid = Client.Configuration.Connectivity()
+        #expect(throws: InvalidPin.self) { try invalid.setTLS(privateTLS, forHostsMatching: "https://x") }
+    }
+
     /// A PKCS#12 archive of `certificate` and `key`, made by the openssl command.
     private static func pkcs12(certificate: String, key: String, password: String) throws -> Data {
         let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-p12-\(UUID().uuidString)")

@@ -11,8 +11,12 @@ extension Client.Configuration {
         /// `["api.example.com": "10.0.0.7"]`. The `Host` field, the TLS server name and the
         /// certificate check stay those of the name.
         public var nameOverrides: [String: String] = [:]
-        /// TLS trust, the client's certificate, and the lowest TLS version.
+        /// TLS trust, the client's certificate, and the lowest TLS version, for every host but
+        /// those given settings of their own (``setTLS(_:forHostsMatching:)``).
         public var tls = TLSSettings()
+        /// TLS settings for the hosts a pattern matches, in the order they were set; the first
+        /// match wins, in place of ``tls``.
+        var tlsByHost: [(pattern: String, settings: TLSSettings)] = []
         /// How many connections a client keeps open to one host at most (HTTP/1.1; an HTTP/2
         /// connection carries many requests at once).
         public var maximumConnectionsPerHost = 8
@@ -25,9 +29,33 @@ extension Client.Configuration {
         /// seconds, and HTTP/2 where the server offers it.
         public init() {}
 
+        /// Uses `settings` in place of ``tls`` for the hosts `pattern` matches: a host
+        /// (`api.example.com`), one label under a domain (`*.example.com`) or any depth under it
+        /// (`**.example.com`), as ``CertificatePinning`` reads patterns. For a client
+        /// certificate that only one service asks for, or a private CA that signs only
+        /// internal hosts.
+        ///
+        /// - Throws: ``InvalidPin`` when `pattern` is not a host pattern.
+        public mutating func setTLS(_ settings: TLSSettings, forHostsMatching pattern: String) throws {
+            try HostPattern.validate(pattern)
+            tlsByHost.append((HostPattern.canonical(pattern), settings))
+        }
+
+        /// The index in ``tlsByHost`` of the settings for `host`, if any pattern matches it.
+        func tlsIndex(for host: String) -> Int? {
+            guard !tlsByHost.isEmpty else { return nil }
+            let canonical = CanonicalHost.form(host)
+            return tlsByHost.firstIndex { HostPattern.matches($0.pattern, host: canonical) }
+        }
+
+        /// The TLS settings for `host`: its pattern's, or the client's.
+        func tls(for host: String) -> TLSSettings {
+            tlsIndex(for: host).map { tlsByHost[$0].settings } ?? tls
+        }
+
         /// Whether these are the defaults, which the shared transport serves.
         var isDefault: Bool {
-            proxy == nil && nameOverrides.isEmpty && tls.isDefault && maximumConnectionsPerHost == 8
+            proxy == nil && nameOverrides.isEmpty && tls.isDefault && tlsByHost.isEmpty && maximumConnectionsPerHost == 8
                 && idleConnectionTimeout == .seconds(60) && httpVersion == .http2WhenOffered
         }
     }

@@ -51,7 +51,8 @@ enum WebSocketDialer {
         let tlsContext: NIOSSLContext?
         if secure {
             var tls = options.tlsConfiguration ?? .makeClientConfiguration()
-            if !connectivity.tls.isDefault { tls = connectivity.tls.applied(to: tls) }
+            let hostTLS = connectivity.tls(for: hostName)
+            if !hostTLS.isDefault { tls = hostTLS.applied(to: tls) }
             if let pins { tls = pins.enforcing(on: tls) }
             do {
                 tlsContext = try NIOSSLContext(configuration: tls)

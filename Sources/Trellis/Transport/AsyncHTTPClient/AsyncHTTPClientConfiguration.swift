@@ -82,11 +82,12 @@ extension AsyncHTTPClientTransport {
     }
 }
 
-/// What a client through a proxy is made for: the proxy, and the pinned host pattern whose
-/// pins it checks, if any.
-struct ProxiedRouteKey: Hashable {
+/// What a client made on demand is for: the proxy it goes through, the host pattern whose TLS
+/// settings it uses, and the pinned host pattern whose pins it checks; any of them may be none.
+struct RouteKey: Hashable {
     let pinIndex: Int?
-    let proxy: Proxy
+    let tlsIndex: Int?
+    let proxy: Proxy?
 }
 
 /// A proxy's kind and address, whatever its credentials.

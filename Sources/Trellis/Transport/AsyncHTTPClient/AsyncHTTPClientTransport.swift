@@ -49,13 +49,18 @@ public final class AsyncHTTPClientTransport: Transport {
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection
     /// pool only ever holds connections checked against one set of pins.
     private let pinnedRoutes: [Route]
-    /// Which proxy each request goes through, if any (``Client/Configuration/Connectivity``).
-    private let proxy: ProxySettings?
-    /// The configuration the clients through a proxy are made from: the default route's, the
+    /// Which proxy each request goes through, if any, and the TLS settings of host patterns
+    /// (``Client/Configuration/Connectivity``).
+    private let connectivity: Client.Configuration.Connectivity
+    private var proxy: ProxySettings? { connectivity.proxy }
+    /// The configuration the clients made on demand start from: the default route's, the
     /// connectivity settings applied.
-    private let proxiedConfiguration: HTTPClient.Configuration
-    /// A client per proxy (and per pinned host pattern), made when a request first needs it.
-    private let proxiedRoutes = NIOLockedValueBox<[ProxiedRouteKey: Route]>([:])
+    private let onDemandConfiguration: HTTPClient.Configuration
+    /// The TLS configuration a host pattern's own settings apply to.
+    private let baseTLS: TLSConfiguration
+    /// A client per proxy, per host pattern with TLS settings of its own (and per pinned host
+    /// pattern among those), made when a request first needs it.
+    private let onDemandRoutes = NIOLockedValueBox<[RouteKey: Route]>([:])
     /// The credentials ``ProxySettings/credentialsForChallenge`` gave for each proxy, by its
     /// address, sent from then on in place of the configured ones.
     private let challengeCredentials = NIOLockedValueBox<[ProxyAddress: Proxy.Credentials]>([:])
@@ -93,11 +98,12 @@ public final class AsyncHTTPClientTransport: Transport {
         pinning: CertificatePinning? = nil,
         connectivity: Client.Configuration.Connectivity = .init()
     ) {
+        self.baseTLS = configuration.tlsConfiguration ?? .makeClientConfiguration()
         var configuration = Self.configuration(configuration, connecting: connectivity)
         configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
-        self.proxy = connectivity.proxy
-        self.proxiedConfiguration = configuration
+        self.connectivity = connectivity
+        self.onDemandConfiguration = configuration
         let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
         self.defaultRoute = Route(client: httpClient, pins: nil, hint: hint)
@@ -137,8 +143,9 @@ public final class AsyncHTTPClientTransport: Transport {
         self.pinning = nil
         self.pinnedRoutes = []
         self.decodesContentEncoding = false
-        self.proxy = nil
-        self.proxiedConfiguration = Self.defaultConfiguration  // never used: no proxy
+        self.connectivity = .init()
+        self.onDemandConfiguration = Self.defaultConfiguration  // never used: no settings
+        self.baseTLS = .makeClientConfiguration()
     }
 
     deinit {
@@ -148,7 +155,7 @@ public final class AsyncHTTPClientTransport: Transport {
         for route in pinnedRoutes {
             route.client.shutdown { _ in }
         }
-        for route in proxiedRoutes.withLockedValue({ Array($0.values) }) {
+        for route in onDemandRoutes.withLockedValue({ Array($0.values) }) {
             route.client.shutdown { _ in }
         }
     }
@@ -162,7 +169,7 @@ public final class AsyncHTTPClientTransport: Transport {
         for route in pinnedRoutes {
             try await route.client.shutdown()
         }
-        for route in proxiedRoutes.withLockedValue({ Array($0.values) }) {
+        for route in onDemandRoutes.withLockedValue({ Array($0.values) }) {
             try await route.client.shutdown()
         }
     }
@@ -177,33 +184,39 @@ public final class AsyncHTTPClientTransport: Transport {
         var proxy: Proxy? = nil
     }
 
-    /// The route of `request`: the client of its pinned host pattern, if any, and of the
-    /// proxy it goes through, if any.
+    /// The route of `request`: the client of its pinned host pattern, if any, of the host
+    /// pattern whose TLS settings it takes, if any, and of the proxy it goes through, if any.
     func route(for request: Request) -> Route {
         let scheme = request.head.scheme?.lowercased() ?? "http"
         let host = PlainHTTPPolicy.host(of: request.head.authority ?? "")
         var pinIndex: Int?
-        if let pinning, scheme == "https" {
-            pinIndex = pinning.index(for: host)
+        var tlsIndex: Int?
+        if scheme == "https" {
+            pinIndex = pinning?.index(for: host)
+            tlsIndex = connectivity.tlsIndex(for: host)
         }
-        guard let proxy, !scheme.hasSuffix("+unix"),
-            var chosen = proxy.proxy(forScheme: scheme, host: host, port: request.url?.port ?? (scheme == "https" ? 443 : 80))
-        else {
+        var chosen: Proxy?
+        if let proxy, !scheme.hasSuffix("+unix") {
+            chosen = proxy.proxy(forScheme: scheme, host: host, port: request.url?.port ?? (scheme == "https" ? 443 : 80))
+            if let address = chosen.map(ProxyAddress.init), let answered = challengeCredentials.withLockedValue({ $0[address] }) {
+                chosen?.credentials = answered
+            }
+        }
+        guard chosen != nil || tlsIndex != nil else {
             return pinIndex.map { pinnedRoutes[$0] } ?? defaultRoute
         }
-        if let answered = challengeCredentials.withLockedValue({ $0[ProxyAddress(chosen)] }) {
-            chosen.credentials = answered
-        }
-        return proxiedRoute(ProxiedRouteKey(pinIndex: pinIndex, proxy: chosen))
+        return onDemandRoute(RouteKey(pinIndex: pinIndex, tlsIndex: tlsIndex, proxy: chosen))
     }
 
-    /// The client for requests through `key.proxy` (checking the pins of `key.pinIndex`),
-    /// made the first time one needs it.
-    private func proxiedRoute(_ key: ProxiedRouteKey) -> Route {
-        proxiedRoutes.withLockedValue { routes in
+    /// The client for `key`, made the first time a request needs it.
+    private func onDemandRoute(_ key: RouteKey) -> Route {
+        onDemandRoutes.withLockedValue { routes in
             if let route = routes[key] { return route }
-            var configuration = proxiedConfiguration
-            configuration.proxy = key.proxy.asyncHTTPClientProxy
+            var configuration = onDemandConfiguration
+            configuration.proxy = key.proxy?.asyncHTTPClientProxy
+            if let tlsIndex = key.tlsIndex {
+                configuration.tlsConfiguration = connectivity.tlsByHost[tlsIndex].settings.applied(to: baseTLS)
+            }
             let pins = key.pinIndex.map { pinning!.hosts[$0] }
             if let pins { configuration = Self.configuration(configuration, checking: pins) }
             let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)

@@ -69,7 +69,7 @@ public final class URLSessionTransport: Transport {
         var refused: [String] = []
         if connectivity.proxy != nil { refused.append("a proxy") }
         if !connectivity.nameOverrides.isEmpty { refused.append("name overrides") }
-        if !connectivity.tls.isDefault { refused.append("TLS trust, a client certificate or a minimum TLS version") }
+        if !connectivity.tls.isDefault || !connectivity.tlsByHost.isEmpty { refused.append("TLS trust, a client certificate or a minimum TLS version") }
         guard refused.isEmpty else {
             throw TrellisError.invalidRequest(.init(.url, "URLSessionTransport cannot apply \(refused.joined(separator: ", ")) (FoundationNetworking on Linux ignores proxies, and URLSession takes none per destination); use AsyncHTTPClientTransport"))
         }
