@@ -28,6 +28,8 @@ let package = Package(
         // HTTP/2's stream types, for the guard on each HTTP/2 stream (AsyncHTTPClient depends
         // on it already, so an app resolves nothing more).
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        // SOCKS5 for WebSockets through a proxy (AsyncHTTPClient depends on it already).
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         // Spans and metrics of calls; swift-distributed-tracing also comes with AsyncHTTPClient.
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -82,6 +84,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSOCKS", package: "swift-nio-extras"),
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

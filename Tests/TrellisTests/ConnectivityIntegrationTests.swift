@@ -309,7 +309,7 @@ struct ConnectivityIntegrationTests {
         return try Data(contentsOf: directory.appending(path: "id.p12"))
     }
 
-    @Test func aWebSocketTakesTheNameOverrideAndNeverGoesDirectPastAProxy() async throws {
+    @Test func aWebSocketTakesTheNameOverride() async throws {
         try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
             let port = url.port!
             let named = URL(string: "ws://chat.trellis.test:\(port)/echo")!
@@ -323,11 +323,32 @@ struct ConnectivityIntegrationTests {
             #expect(echoed == .text("hello"))
             await socket.close(.normalClosure, reason: "done")
 
-            let proxied = Client(baseURL: url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: 9)) }
-            let error = await #expect(throws: TrellisError.self) {
-                try await proxied.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "echo")))
+        }
+    }
+
+    @Test func aWebSocketGoesThroughHTTPAndSOCKS5Proxies() async throws {
+        try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
+            let echo = url.appending(path: "echo")
+            try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { http in
+                try await ProxyProgram.running({ try await .microsocks() }) { socks in
+                    for proxy in [Proxy.http(host: "127.0.0.1", port: http.port, credentials: .init(username: "svc", password: "s3cret-pass")),
+                                  .socks5(host: "127.0.0.1", port: socks.port)] {
+                        let client = Client(baseURL: url) { $0.connectivity.proxy = .always(proxy) }
+                        let socket = try await client.webSocket(for: Trellis.Request(method: .get, url: echo))
+                        try await socket.send("through \(proxy.kind)")
+                        var messages = socket.messages.makeAsyncIterator()
+                        let echoed = try await messages.next()
+                        #expect(echoed == .text("through \(proxy.kind)"))
+                        await socket.close(.normalClosure, reason: "done")
+                    }
+                }
+                // Without the credentials, the proxy's 407 is named.
+                let refused = Client(baseURL: url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: http.port)) }
+                let error = await #expect(throws: TrellisError.self) { try await refused.webSocket(for: Trellis.Request(method: .get, url: echo)) }
+                guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(failure.host == "http://127.0.0.1:\(http.port)")
+                #expect(failure.reason.contains("407"))
             }
-            #expect("\(error!)".contains("do not go through proxies yet"))
         }
     }
 

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import NIOCore
 import NIOPosix
+import NIOSOCKS
 
 /// What a failure on the way through a proxy says: the proxy by name (never its password), and
 /// what it did, in place of the transport's words about "the host".
@@ -20,6 +21,19 @@ enum ProxyErrors {
         guard case .connectionFailed(let failure) = error as? TrellisError else { return error }
         let reason: String
         switch failure.underlying {
+        case let refused as ProxyTunnelHandler.Refused where refused.status == 407:
+            reason = proxy.credentials == nil
+                ? "the proxy asks for credentials (407) and none are configured"
+                : "the proxy refused the credentials sent to it (407)"
+        case let refused as ProxyTunnelHandler.Refused:
+            reason = "the proxy refused the tunnel to \(origin) with the status \(refused.status)"
+        case is ProxyTunnelHandler.NotHTTP:
+            reason = "the proxy did not answer CONNECT as an HTTP proxy does"
+        case let refused as SOCKSError.ConnectionFailed:
+            reason = "the SOCKS proxy did not open the connection to \(origin) (its reply: \(refused.reply))"
+        case is SOCKSError.InvalidProtocolVersion, is SOCKSError.NoValidAuthenticationMethod, is SOCKSError.InvalidServerState,
+            is SOCKSError.InvalidReservedByte, is SOCKSError.InvalidAddressType, is SOCKSError.InvalidAuthenticationSelection:
+            reason = "the proxy did not answer as a SOCKS5 proxy without authentication does (\(failure.reason))"
         case let clientError as HTTPClientError where clientError == .proxyAuthenticationRequired:
             reason = proxy.credentials == nil
                 ? "the proxy asks for credentials (407) and none are configured"

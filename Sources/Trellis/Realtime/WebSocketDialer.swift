@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOSOCKS
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
@@ -25,9 +26,8 @@ enum WebSocketDialer {
     /// Connects to `request`'s URL (`http` or `https`, standing for `ws` and `wss`) and sends
     /// the upgrade with the request's header fields.
     ///
-    /// The client's `connectivity` applies as to its other calls: name overrides and TLS. A
-    /// WebSocket does not go through a proxy yet, so one the settings choose for this URL
-    /// fails the call rather than let it go direct.
+    /// The client's `connectivity` applies as to its other calls: the proxy (a `CONNECT`
+    /// tunnel, or SOCKS5), name overrides and TLS.
     static func dial(
         _ request: Request,
         options: WebSocketOptions,
@@ -42,11 +42,7 @@ enum WebSocketDialer {
         let port = url.port ?? (secure ? 443 : 80)
         let authority = request.head.authority ?? host
         let hostName = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
-        if let proxy = connectivity.proxy?.proxy(forScheme: secure ? "https" : "http", host: hostName, port: port) {
-            throw TrellisError.invalidRequest(InvalidRequest(
-                .url, "a WebSocket to \(authority) would go through the proxy \(proxy), and WebSockets do not go through proxies yet; exclude the host from the proxy to connect directly"
-            ))
-        }
+        let proxy = connectivity.proxy?.proxy(forScheme: secure ? "https" : "http", host: hostName, port: port)
         let connectHost = connectivity.nameOverrides[hostName] ?? hostName
         let tlsContext: NIOSSLContext?
         if secure {
@@ -80,8 +76,11 @@ enum WebSocketDialer {
         do {
             let upgrade = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(TimeAmount(timeout))
-                .connect(host: connectHost, port: port) { channel in
+                .connect(host: proxy?.host ?? connectHost, port: proxy?.port ?? port) { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if let proxy {
+                            try channel.pipeline.syncOperations.addHandler(Self.tunnel(through: proxy, to: connectHost, port: port))
+                        }
                         let promise = channel.eventLoop.makePromise(of: UpgradeResult.self)
                         let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
                             promise.fail(TrellisError.timedOut(TimeoutFailure(timeout: timeout, request: "WebSocket upgrade of \(RequestLog.redactedURL(request))")))
@@ -112,13 +111,26 @@ enum WebSocketDialer {
             result = try await upgrade.get()
         } catch {
             // The same SwiftNIO and SwiftNIO SSL errors as beneath AsyncHTTPClient.
-            throw TransportErrors.translate(error, host: authority, timeout: limits.timeout, request: request, pins: pins)
+            let translated = TransportErrors.translate(error, host: authority, timeout: limits.timeout, request: request, pins: pins)
+            guard let proxy else { throw translated }
+            throw ProxyErrors.naming(proxy, origin: authority, in: translated)
         }
         switch result {
         case .upgraded(let asyncChannel, let channel, let closeFrame):
             return .upgraded(await WebSocketLink.hold(asyncChannel, channel: channel, closeFrame: closeFrame))
         case .refused(let head):
             return .refused(head)
+        }
+    }
+
+    /// The handler that opens the way to `host:port` through `proxy`, first in the pipeline.
+    private static func tunnel(through proxy: Proxy, to host: String, port: Int) -> any ChannelHandler {
+        switch proxy.kind {
+        case .http:
+            return ProxyTunnelHandler(host: host, port: port, credentials: proxy.credentials)
+        case .socks5:
+            let address: SOCKSAddress = (try? SocketAddress(ipAddress: host, port: port)).map { .address($0) } ?? .domain(host, port: port)
+            return SOCKSClientHandler(targetAddress: address)
         }
     }
 
