@@ -187,6 +187,8 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The route of `request`: the client of its pinned host pattern, if any, of the host
     /// pattern whose TLS settings it takes, if any, and of the proxy it goes through, if any.
     func route(for request: Request) -> Route {
+        // Most transports have one route: they read nothing of the request to choose it.
+        guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty else { return defaultRoute }
         let scheme = request.head.scheme?.lowercased() ?? "http"
         let host = PlainHTTPPolicy.host(of: request.head.authority ?? "")
         var pinIndex: Int?
