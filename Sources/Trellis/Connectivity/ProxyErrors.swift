@@ -8,10 +8,18 @@ import NIOSOCKS
 enum ProxyErrors {
     /// Whether `error` is a proxy's `407 Proxy Authentication Required`.
     static func isChallenge(_ error: any Error) -> Bool {
-        guard case .connectionFailed(let failure) = error as? TrellisError,
-            let clientError = failure.underlying as? HTTPClientError
-        else { return false }
-        return clientError == .proxyAuthenticationRequired
+        guard case .connectionFailed(let failure) = error as? TrellisError else { return false }
+        return asksForCredentials(failure.underlying)
+    }
+
+    /// Whether `underlying` is a 407 to `CONNECT`, as AsyncHTTPClient or the WebSocket
+    /// dialer's tunnel reports it.
+    private static func asksForCredentials(_ underlying: (any Error)?) -> Bool {
+        switch underlying {
+        case let clientError as HTTPClientError: clientError == .proxyAuthenticationRequired
+        case let refused as ProxyTunnelHandler.Refused: refused.status == 407
+        default: false
+        }
     }
 
     /// `error`, met by a request to `origin` through `proxy`, naming the proxy where the proxy
@@ -21,7 +29,7 @@ enum ProxyErrors {
         guard case .connectionFailed(let failure) = error as? TrellisError else { return error }
         let reason: String
         switch failure.underlying {
-        case let refused as ProxyTunnelHandler.Refused where refused.status == 407:
+        case let underlying where asksForCredentials(underlying):
             reason = proxy.credentials == nil
                 ? "the proxy asks for credentials (407) and none are configured"
                 : "the proxy refused the credentials sent to it (407)"
@@ -34,10 +42,6 @@ enum ProxyErrors {
         case is SOCKSError.InvalidProtocolVersion, is SOCKSError.NoValidAuthenticationMethod, is SOCKSError.InvalidServerState,
             is SOCKSError.InvalidReservedByte, is SOCKSError.InvalidAddressType, is SOCKSError.InvalidAuthenticationSelection:
             reason = "the proxy did not answer as a SOCKS5 proxy without authentication does (\(failure.reason))"
-        case let clientError as HTTPClientError where clientError == .proxyAuthenticationRequired:
-            reason = proxy.credentials == nil
-                ? "the proxy asks for credentials (407) and none are configured"
-                : "the proxy refused the credentials sent to it (407)"
         case let clientError as HTTPClientError where clientError == .invalidProxyResponse:
             reason = "the proxy refused the tunnel to \(origin), or did not answer as an HTTP proxy does"
         case let clientError as HTTPClientError where clientError == .socksHandshakeTimeout:
