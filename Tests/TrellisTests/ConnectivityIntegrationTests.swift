@@ -18,16 +18,24 @@ struct ConnectivityIntegrationTests {
         String(decoding: try await client.data(for: Trellis.Request(method: .get, url: url)).body, as: UTF8.self)
     }
 
-    @Test func anHTTPProxyWithCredentialsCarriesTheCallAndTheOriginNeverSeesThem() async throws {
+    /// An `http://` request through an HTTP proxy is forwarded (the proxy adds its `Via` field,
+    /// which a tunnel cannot), or tunnelled when the proxy says so.
+    @Test(arguments: [false, true])
+    func anHTTPProxyWithCredentialsCarriesTheCallAndTheOriginNeverSeesThem(tunnelsPlainHTTP: Bool) async throws {
         try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
             try await withOrigin { origin in
                 let client = Client(baseURL: origin.url) {
-                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, credentials: .init(username: "svc", password: "s3cret-pass")))
+                    $0.connectivity.proxy = .always(.http(
+                        host: "127.0.0.1", port: proxy.port, credentials: .init(username: "svc", password: "s3cret-pass"), tunnelsPlainHTTP: tunnelsPlainHTTP
+                    ))
                 }
                 #expect(try await text(client, origin.url.appending(path: "hello")) == "ok")
                 let received = try #require(origin.requests.first)
                 #expect(received.target == "/hello")
                 #expect(received.field("Proxy-Authorization") == nil)
+                #expect((received.field("Via")?.contains("tinyproxy") ?? false) == !tunnelsPlainHTTP)
+                let line = tunnelsPlainHTTP ? "CONNECT 127.0.0.1:\(origin.url.port!)" : "GET http://127.0.0.1:\(origin.url.port!)/hello"
+                #expect(proxy.log.contains(line), "\(proxy.log)")
             }
         }
     }
@@ -35,9 +43,14 @@ struct ConnectivityIntegrationTests {
     @Test func aProxyThatRefusesTheCredentialsFailsNamingItAndNotThePassword() async throws {
         try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
             try await withOrigin { origin in
-                for credentials in [nil, Proxy.Credentials(username: "svc", password: "wrong-pass")] {
+                // tinyproxy answers a forwarded request with wrong credentials 401, as an origin
+                // would: only a tunnel can tell that refusal from the origin's.
+                let attempts: [(Proxy.Credentials?, tunnels: Bool)] = [
+                    (nil, false), (nil, true), (Proxy.Credentials(username: "svc", password: "wrong-pass"), true),
+                ]
+                for (credentials, tunnels) in attempts {
                     let client = Client(baseURL: origin.url) {
-                        $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, credentials: credentials))
+                        $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, credentials: credentials, tunnelsPlainHTTP: tunnels))
                     }
                     let error = await #expect(throws: TrellisError.self) { try await text(client, origin.url) }
                     guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); continue }
@@ -52,11 +65,12 @@ struct ConnectivityIntegrationTests {
         }
     }
 
-    @Test func aChallengeIsAnsweredOnceAndItsCredentialsKept() async throws {
+    @Test(arguments: [false, true])
+    func aChallengeIsAnsweredOnceAndItsCredentialsKept(tunnelsPlainHTTP: Bool) async throws {
         try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
             try await withOrigin { origin in
                 let asked = Counter()
-                var settings = ProxySettings.always(.http(host: "127.0.0.1", port: proxy.port))
+                var settings = ProxySettings.always(.http(host: "127.0.0.1", port: proxy.port, tunnelsPlainHTTP: tunnelsPlainHTTP))
                 settings.credentialsForChallenge = { _ in
                     await asked.increment()
                     return .init(username: "svc", password: "s3cret-pass")
@@ -66,18 +80,20 @@ struct ConnectivityIntegrationTests {
                 let second = try await text(client, origin.url)
                 #expect(first == "ok" && second == "ok")
                 #expect(await asked.value == 1)
+                #expect(origin.requests.count == 2)
                 #expect(origin.requests.allSatisfy { $0.field("Proxy-Authorization") == nil })
             }
         }
     }
 
-    @Test func aProxyThatKeepsAnswering407EndsTheCallAfterOneAnswer() async throws {
-        // A "proxy" that answers every CONNECT with 407.
+    @Test(arguments: [false, true])
+    func aProxyThatKeepsAnswering407EndsTheCallAfterOneAnswer(tunnelsPlainHTTP: Bool) async throws {
+        // A "proxy" that answers every request with 407.
         let challenge = ScriptedServer.response("407 Proxy Authentication Required", ["Proxy-Authenticate: Basic realm=\"corp\""])
         try await ScriptedServer.with({ _ in challenge }) { fakeProxy in
             let asked = Counter()
             let port = fakeProxy.url.port!
-            var settings = ProxySettings.always(.http(host: "127.0.0.1", port: port))
+            var settings = ProxySettings.always(.http(host: "127.0.0.1", port: port, tunnelsPlainHTTP: tunnelsPlainHTTP))
             settings.credentialsForChallenge = { _ in
                 await asked.increment()
                 return .init(username: "svc", password: "never-right")
@@ -90,15 +106,21 @@ struct ConnectivityIntegrationTests {
             #expect(!"\(error!)".contains("never-right"))
             #expect(await asked.value == 1)
             #expect(fakeProxy.requests.count == 2)
-            #expect(fakeProxy.requests.allSatisfy { $0.method == "CONNECT" })
+            if tunnelsPlainHTTP {
+                #expect(fakeProxy.requests.allSatisfy { $0.method == "CONNECT" && $0.target == "origin.trellis.test:80" })
+            } else {
+                #expect(fakeProxy.requests.allSatisfy { $0.method == "GET" && $0.target == "http://origin.trellis.test/x" })
+            }
+            #expect(fakeProxy.requests.last?.field("Proxy-Authorization") == "Basic " + Data("svc:never-right".utf8).base64EncodedString())
         }
     }
 
-    @Test func aProxyThatAnswersNonsenseFailsNamingIt() async throws {
+    @Test(arguments: [false, true])
+    func aProxyThatAnswersNonsenseFailsNamingIt(tunnelsPlainHTTP: Bool) async throws {
         try await ScriptedServer.with({ _ in "SSH-2.0-OpenSSH_9.2\r\n\r\n" }) { nonsense in
             let port = nonsense.url.port!
             var connectivity = Client.Configuration.Connectivity()
-            connectivity.proxy = .always(.http(host: "127.0.0.1", port: port))
+            connectivity.proxy = .always(.http(host: "127.0.0.1", port: port, tunnelsPlainHTTP: tunnelsPlainHTTP))
             let transport = AsyncHTTPClientTransport(
                 configuration: { var configuration = AsyncHTTPClientTransport.defaultConfiguration
                     configuration.timeout.connect = .milliseconds(500)
@@ -109,22 +131,133 @@ struct ConnectivityIntegrationTests {
             let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "http://origin.trellis.test/x")!) }
             guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
             #expect(failure.host == "http://127.0.0.1:\(port)")
-            #expect(failure.reason.contains("did not open the tunnel"))
+            #expect(failure.reason.contains(tunnelsPlainHTTP ? "did not open the tunnel" : "not a valid HTTP"), "\(failure.reason)")
             try await transport.shutdown()
         }
     }
 
-    @Test func aProxyThatRefusesTheTunnelFailsNamingIt() async throws {
+    @Test func aProxyThatRefusesTheTunnelFailsNamingItAndStillForwards() async throws {
         // Tunnels only to port 1: the origin's port is refused with a 403.
         try await ProxyProgram.running({ try await .tinyproxy(["ConnectPort 1"]) }) { proxy in
             try await withOrigin { origin in
-                let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port)) }
-                let error = await #expect(throws: TrellisError.self) { try await text(client, origin.url) }
+                let tunnelling = Client(baseURL: origin.url) {
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, tunnelsPlainHTTP: true))
+                }
+                let error = await #expect(throws: TrellisError.self) { try await text(tunnelling, origin.url) }
                 guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
                 #expect(failure.host == "http://127.0.0.1:\(proxy.port)")
                 #expect(failure.reason.contains("refused the tunnel"))
                 #expect(origin.requests.isEmpty)
+
+                // The proxy forwards what it will not tunnel.
+                let forwarding = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port)) }
+                let forwarded = try await text(forwarding, origin.url)
+                #expect(forwarded == "ok")
+                #expect(origin.requests.count == 1)
             }
+        }
+    }
+
+    @Test(arguments: ["http", "https"])
+    func aTunnelWhoseTwoHundredIsFollowedByGarbageFailsNamingTheProxy(scheme: String) async throws {
+        // The "proxy" answers CONNECT 200 and, in the same write, bytes that are neither HTTP nor
+        // TLS. AsyncHTTPClient then never takes the tunnel for open, and gives up on it at the
+        // connect timeout, or the call's deadline holds.
+        let established = "HTTP/1.1 200 Connection established\r\n\r\n\u{1}\u{2}\u{3} not a response\r\n\r\n"
+        try await ScriptedServer.with({ _ in established }) { fakeProxy in
+            let port = fakeProxy.url.port!
+            var connectivity = Client.Configuration.Connectivity()
+            connectivity.proxy = .always(.http(host: "127.0.0.1", port: port, tunnelsPlainHTTP: true))
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            configuration.timeout.connect = .milliseconds(300)
+            let transport = AsyncHTTPClientTransport(configuration: configuration, connectivity: connectivity)
+            let target = URL(string: "\(scheme)://origin.trellis.test/x")!
+            let client = Client(baseURL: target, transport: transport) { $0.timeouts.request = .seconds(1) }
+            let error = await #expect(throws: TrellisError.self) { try await text(client, target) }
+            switch error {
+            case .connectionFailed(let failure)?:
+                #expect(failure.host == "http://127.0.0.1:\(port)")
+                #expect(failure.reason.contains("did not open the tunnel"), "\(failure.reason)")
+            case .timedOut?:
+                // The pool tried once more after the connect timeout, until the call's deadline.
+                break
+            default:
+                Issue.record("\(String(describing: error))")
+            }
+            #expect(fakeProxy.requests.first?.method == "CONNECT")
+            try await transport.shutdown()
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func aProxyThatStallsIsHeldToTheCallsDeadline(tunnelsPlainHTTP: Bool) async throws {
+        // The tunnel opens, and then nothing answers; a forwarded request gets no answer at all.
+        let script: ScriptedServer.Script = { request in
+            request.method == "CONNECT" ? "HTTP/1.1 200 Connection established\r\n\r\n" : ScriptedServer.noAnswer
+        }
+        try await ScriptedServer.with(script) { fakeProxy in
+            let target = URL(string: "http://origin.trellis.test/x")!
+            let client = Client(baseURL: target) {
+                $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: fakeProxy.url.port!, tunnelsPlainHTTP: tunnelsPlainHTTP))
+                $0.timeouts.request = .milliseconds(300)
+            }
+            let error = await #expect(throws: TrellisError.self) { try await text(client, target) }
+            guard case .timedOut = error else { Issue.record("\(String(describing: error))"); return }
+        }
+    }
+
+    @Test func aProxyThatRedirectsTheTunnelIsNamedAndNotFollowed() async throws {
+        let redirect = ScriptedServer.response("302 Found", ["Location: http://127.0.0.1:9/elsewhere"])
+        try await ScriptedServer.with({ _ in redirect }) { fakeProxy in
+            let target = URL(string: "https://origin.trellis.test/x")!
+            let client = Client(baseURL: target) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: fakeProxy.url.port!)) }
+            let error = await #expect(throws: TrellisError.self) { try await text(client, target) }
+            guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host == "http://127.0.0.1:\(fakeProxy.url.port!)")
+            #expect(failure.reason.contains("refused the tunnel to origin.trellis.test"))
+            #expect(fakeProxy.requests.map(\.method) == ["CONNECT"])
+        }
+    }
+
+    @Test func anHTTPSCallThroughTheTunnelChecksTheOriginsPins() async throws {
+        let certificates = try TestCertificates()
+        let pinned = try CertificatePinning("localhost", certificates: [Data(try certificates.leaf.toDERBytes())])
+        let stranger = try CertificatePinning("localhost", certificates: [Data(try TestCertificates().leaf.toDERBytes())])
+        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+            try await TLSTestServer.with(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
+                let client = Client(baseURL: url) {
+                    $0.security.pinning = pinned
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port))
+                }
+                let answer = try await text(client, url.appending(path: "hello"))
+                #expect(answer == "hi")
+                #expect(proxy.log.contains("CONNECT localhost:\(url.port!)"), "\(proxy.log)")
+
+                let refusing = Client(baseURL: url) {
+                    $0.security.pinning = stranger
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port))
+                }
+                let error = await #expect(throws: TrellisError.self) { try await text(refusing, url.appending(path: "hello")) }
+                guard case .pinningFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(failure.host.hasPrefix("localhost"))
+            }
+        }
+    }
+
+    @Test func http1OnlyNeverSpeaksHTTP2() async throws {
+        try await HostileHTTP2Server.with { server in
+            let trust = try TrustedCertificate.certificates(in: Data(try server.certificates.authority.toDERBytes()))
+            let offered = Client(baseURL: server.url) { $0.connectivity.tls.trust = .only(trust) }
+            let answer = try await text(offered, server.url.appending(path: "ok"))
+            #expect(answer == "ok")
+            #expect(server.requestedPaths == ["/ok"])
+            // The server speaks HTTP/2 alone: a client that will not fails, and no stream opens.
+            let http1 = Client(baseURL: server.url) {
+                $0.connectivity.tls.trust = .only(trust)
+                $0.connectivity.httpVersion = .http1Only
+            }
+            await #expect(throws: TrellisError.self) { try await text(http1, server.url.appending(path: "ok")) }
+            #expect(server.requestedPaths == ["/ok"])
         }
     }
 
@@ -151,6 +284,7 @@ struct ConnectivityIntegrationTests {
                 let answer = try await text(client, origin.url)
                 #expect(answer == "ok")
                 #expect(origin.requests.count == 1)
+                #expect(socks.log.contains("connected to 127.0.0.1:\(origin.url.port!)"), "\(socks.log)")
             }
             // The same settings with the proxy gone fail, naming it: the call went through it.
             try await socks.stop()
@@ -187,6 +321,28 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    /// A forwarded answer is held to the limits of a direct one: a body cut short fails, and a
+    /// flood stops at the body limit with the connection closed (the flood ends at the server).
+    @Test(.hangGuard) func aForwardedAnswerIsHeldToTheClientsLimits() async throws {
+        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+            try await HostileServer.with { server in
+                let client = Client(baseURL: server.url) {
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port))
+                    $0.limits.maximumBodySize = 1 << 20
+                }
+                let cut = await #expect(throws: TrellisError.self) { try await text(client, server.url.appending(path: "cut-short")) }
+                guard case .connectionFailed(let failure)? = cut else { Issue.record("\(String(describing: cut))"); return }
+                #expect(failure.reason.contains("closed the connection before the response was complete"), "\(failure.reason)")
+
+                let flood = await #expect(throws: TrellisError.self) { try await text(client, server.url.appending(path: "flood")) }
+                guard case .responseTooLarge? = flood else { Issue.record("\(String(describing: flood))"); return }
+                var ended = server.floodEnded.makeAsyncIterator()
+                #expect(await ended.next() != nil)
+                #expect(proxy.log.contains("GET \(server.url.absoluteString)/flood"), "\(proxy.log)")
+            }
+        }
+    }
+
     @Test func oneConnectionPerHostCarriesConcurrentCallsInTurn() async throws {
         try await withOrigin { origin in
             let client = Client(baseURL: origin.url) { $0.connectivity.maximumConnectionsPerHost = 1 }
@@ -207,6 +363,38 @@ struct ConnectivityIntegrationTests {
             let answer = try await text(client, named.appending(path: "x"))
             #expect(answer == "ok")
             #expect(origin.requests.first?.field("Host") == "api.trellis.test:\(port)")
+        }
+    }
+
+    @Test func aNameOverrideForOnePortLeavesTheOthersAlone() async throws {
+        try await withOrigin { first in
+            try await withOrigin { second in
+                let (port, otherPort) = (first.url.port!, second.url.port!)
+                let named = Client(baseURL: URL(string: "http://api.trellis.test:\(port)")!) {
+                    $0.connectivity.nameOverrides = ["API.trellis.test:\(port)": "127.0.0.1"]
+                }
+                let answer = try await text(named, URL(string: "http://api.trellis.test:\(port)/x")!)
+                #expect(answer == "ok")
+                #expect(first.requests.first?.field("Host") == "api.trellis.test:\(port)")
+
+                // localhost on the first port goes to 127.0.0.2, where nothing listens; on the
+                // second it is looked up as always.
+                let local = Client(baseURL: URL(string: "http://localhost:\(otherPort)")!) {
+                    $0.connectivity.nameOverrides = ["localhost:\(port)": "127.0.0.2"]
+                }
+                let elsewhere = try await text(local, URL(string: "http://localhost:\(otherPort)/x")!)
+                #expect(elsewhere == "ok")
+                let error = await #expect(throws: TrellisError.self) { try await text(local, URL(string: "http://localhost:\(port)/x")!) }
+                guard case .connectionFailed = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(first.requests.count == 1)
+                #expect(second.requests.count == 1)
+            }
+        }
+        for entry in [["https://api.example.com": "10.0.0.7"], ["api.example.com:99999": "10.0.0.7"], ["api.example.com": ""]] {
+            let client = Client(baseURL: URL(string: "http://api.example.com")!) { $0.connectivity.nameOverrides = entry }
+            let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "http://api.example.com/x")!) }
+            guard case .invalidRequest(let invalid) = error else { Issue.record("\(String(describing: error))"); continue }
+            #expect("\(invalid)".contains("the name override \"\(entry.keys.first!)\""), "\(invalid)")
         }
     }
 

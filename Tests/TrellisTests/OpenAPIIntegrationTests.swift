@@ -151,6 +151,34 @@ struct OpenAPIIntegrationTests {
         }
     }
 
+    @Test(.hangGuard) func operationsGoThroughTheClientsProxy() async throws {
+        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+            let server = PetStoreServer()
+            try await TestServer.with(server.install) { url in
+                let client = Trellis.Client(baseURL: url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port)) }
+                let api = PetStore(serverURL: url.appending(path: "v1"), transport: TrellisClientTransport(client: client))
+                let inventory = try await api.getInventory().ok.body.json.additionalProperties
+                #expect(inventory == ["dog": 2, "cat": 1])
+
+                // A streamed body goes through the proxy whole.
+                let chunks = (0..<8).map { ArraySlice(repeating: UInt8($0), count: 64 * 1024) }
+                let stream = AsyncStream<ArraySlice<UInt8>> { continuation in
+                    for chunk in chunks { continuation.yield(chunk) }
+                    continuation.finish()
+                }
+                let body = HTTPBody(stream, length: .known(Int64(8 * 64 * 1024)), iterationBehavior: .single)
+                let receipt = try await api.uploadPhoto(path: .init(petId: 1), body: .binary(body)).ok.body.json
+                var expected = SHA256()
+                for chunk in chunks { expected.update(data: Data(chunk)) }
+                #expect(receipt.sha256 == expected.finalize().map { String(format: "%02x", $0) }.joined())
+
+                // Both were forwarded by the proxy, which logs each request line.
+                #expect(proxy.log.contains("GET \(url.absoluteString)/v1/"), "\(proxy.log)")
+                #expect(proxy.log.contains("PUT \(url.absoluteString)/v1/pets/1/photo"), "\(proxy.log)")
+            }
+        }
+    }
+
     @Test(.hangGuard, arguments: TransportKind.allCases)
     func uploadsStreamChunkByChunkAndArriveWhole(_ kind: TransportKind) async throws {
         try await withPetStore(kind) { api, server, _ in

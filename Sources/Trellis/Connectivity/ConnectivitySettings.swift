@@ -7,9 +7,14 @@ extension Client.Configuration {
     public struct Connectivity: Sendable {
         /// The proxy each request goes through; `nil`, the default, sends every request direct.
         public var proxy: ProxySettings?
-        /// Addresses to connect to instead of resolving a host name (curl's `--resolve`):
-        /// `["api.example.com": "10.0.0.7"]`. The `Host` field, the TLS server name and the
-        /// certificate check stay those of the name.
+        /// Addresses to connect to instead of resolving a host name (curl's `--resolve`), for a
+        /// host on every port or on one: `["api.example.com": "10.0.0.7",
+        /// "api.example.com:8443": "10.0.0.8"]` (a host and port wins over the host). The
+        /// `Host` field, the TLS server name and the certificate check stay those of the name.
+        /// Requests through a proxy leave names to the proxy.
+        ///
+        /// A key that is neither a host nor `host:port`, or an empty address, fails every request
+        /// with ``TrellisError/invalidRequest(_:)`` naming the entry.
         public var nameOverrides: [String: String] = [:]
         /// TLS trust, the client's certificate, and the lowest TLS version, for every host but
         /// those given settings of their own (``setTLS(_:forHostsMatching:)``).

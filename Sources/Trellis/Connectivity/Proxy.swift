@@ -2,9 +2,11 @@ import Foundation
 
 /// A proxy server that requests go through: an HTTP proxy, or a SOCKS5 one.
 ///
-/// Over an HTTP proxy, each connection is a `CONNECT` tunnel to the origin, so TLS (and
-/// certificate pinning) stays end to end with the origin and `Proxy-Authorization` reaches
-/// the proxy alone. Over a SOCKS5 proxy, the proxy opens the TCP connection for the client.
+/// Over an HTTP proxy, `https://` and `wss://` requests go through a `CONNECT` tunnel to the
+/// origin, so TLS (and certificate pinning) stays end to end with the origin and
+/// `Proxy-Authorization` reaches the proxy alone. `http://` requests are forwarded: the
+/// request line names the whole URL and the proxy makes the request (``tunnelsPlainHTTP``
+/// tunnels them too). Over a SOCKS5 proxy, the proxy opens the TCP connection for the client.
 ///
 /// ```swift
 /// let client = Client(baseURL: url) {
@@ -16,7 +18,7 @@ import Foundation
 public struct Proxy: Sendable, Hashable, CustomStringConvertible {
     /// What kind of proxy it is.
     public enum Kind: String, Sendable, Hashable {
-        /// An HTTP proxy, reached with `CONNECT`.
+        /// An HTTP proxy: `CONNECT` for `https://` and `wss://`, forwarding for `http://`.
         case http
         /// A SOCKS5 proxy (RFC 1928), without authentication.
         case socks5
@@ -37,6 +39,11 @@ public struct Proxy: Sendable, Hashable, CustomStringConvertible {
 
         /// The user name alone: a password never appears in a description, log or error.
         public var description: String { "\(username):<redacted>" }
+
+        /// The value of a `Proxy-Authorization` field carrying them.
+        var basicAuthorization: String {
+            "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
+        }
     }
 
     /// What kind of proxy it is.
@@ -45,12 +52,22 @@ public struct Proxy: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     /// The proxy's port.
     public var port: Int
-    /// The credentials sent to an HTTP proxy with every `CONNECT`, if any.
+    /// The credentials sent to an HTTP proxy with every `CONNECT` and forwarded request, if any.
     public var credentials: Credentials?
+    /// Whether an HTTP proxy gets `http://` requests through a `CONNECT` tunnel too (curl's
+    /// `--proxytunnel`, AsyncHTTPClient's only way), instead of forwarded; `false` by default.
+    ///
+    /// Forwarding works with every HTTP proxy, where many allow `CONNECT` to port 443 alone;
+    /// a tunnel keeps a connection to the origin open for the next request, where Trellis opens
+    /// a connection to the proxy for each forwarded one.
+    public var tunnelsPlainHTTP = false
 
-    /// An HTTP proxy at `host` and `port`, sent `credentials` with every `CONNECT` when given.
-    public static func http(host: String, port: Int, credentials: Credentials? = nil) -> Proxy {
-        Proxy(kind: .http, host: host, port: port, credentials: credentials)
+    /// An HTTP proxy at `host` and `port`, sent `credentials` with every request when given;
+    /// `tunnelsPlainHTTP` sends `http://` requests through `CONNECT` too.
+    public static func http(host: String, port: Int, credentials: Credentials? = nil, tunnelsPlainHTTP: Bool = false) -> Proxy {
+        var proxy = Proxy(kind: .http, host: host, port: port, credentials: credentials)
+        proxy.tunnelsPlainHTTP = tunnelsPlainHTTP
+        return proxy
     }
 
     /// A SOCKS5 proxy at `host` and `port`.

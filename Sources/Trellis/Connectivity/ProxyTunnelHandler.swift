@@ -34,8 +34,7 @@ final class ProxyTunnelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelActive(context: ChannelHandlerContext) {
         var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
         if let credentials {
-            let token = Data("\(credentials.username):\(credentials.password)".utf8).base64EncodedString()
-            request += "Proxy-Authorization: Basic \(token)\r\n"
+            request += "Proxy-Authorization: \(credentials.basicAuthorization)\r\n"
         }
         request += "\r\n"
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)

@@ -43,7 +43,7 @@ enum WebSocketDialer {
         let authority = request.head.authority ?? host
         let hostName = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         let proxy = connectivity.proxy?.proxy(forScheme: secure ? "https" : "http", host: hostName, port: port)
-        let connectHost = connectivity.nameOverrides[hostName] ?? hostName
+        let connectHost = proxy == nil ? try NameOverrides(connectivity.nameOverrides).address(host: hostName, port: port) ?? hostName : hostName
         let tlsContext: NIOSSLContext?
         if secure {
             var tls = options.tlsConfiguration ?? .makeClientConfiguration()

@@ -26,13 +26,23 @@ final class ProxyProgram: StoppableTestServer {
         process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = try arguments(port, directory)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let output = directory.appending(path: "output.log")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let outputHandle = try FileHandle(forWritingTo: output)
+        process.standardOutput = outputHandle
+        process.standardError = outputHandle
         let (exited, exit) = AsyncStream.makeStream(of: Void.self)
         self.exited = exited
         process.terminationHandler = { _ in exit.finish() }
         try process.run()
         try await Self.waitUntilListening(port: port, process: process)
+    }
+
+    /// What the program has logged: its output, and the log file it was told to write
+    /// (tinyproxy logs each request line; microsocks each connection it opens).
+    var log: String {
+        let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
+        return files.filter { $0.pathExtension == "log" }.compactMap { try? String(contentsOf: $0, encoding: .utf8) }.joined()
     }
 
     func stop() async throws {
@@ -72,8 +82,9 @@ final class ProxyProgram: StoppableTestServer {
     static func tinyproxy(_ extra: [String] = []) async throws -> ProxyProgram {
         try await ProxyProgram("tinyproxy") { port, directory in
             let configuration = directory.appending(path: "tinyproxy.conf")
-            let lines = ["Port \(port)", "Listen 127.0.0.1", "Timeout 30", "Allow 127.0.0.1", "LogLevel Critical",
-                         "PidFile \"\(directory.path)/tinyproxy.pid\"", "MaxClients 20"] + extra
+            let lines = ["Port \(port)", "Listen 127.0.0.1", "Timeout 30", "Allow 127.0.0.1", "LogLevel Connect",
+                         "LogFile \"\(directory.path)/tinyproxy.log\"", "PidFile \"\(directory.path)/tinyproxy.pid\"",
+                         "MaxClients 20"] + extra
             try lines.joined(separator: "\n").write(to: configuration, atomically: true, encoding: .utf8)
             return ["-d", "-c", configuration.path]
         }

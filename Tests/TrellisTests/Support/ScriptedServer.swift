@@ -33,6 +33,9 @@ final class ScriptedServer: StoppableTestServer {
 
     typealias Script = @Sendable (Received) -> String
 
+    /// What a script returns to answer nothing and keep the connection open: a server that stalls.
+    static let noAnswer = "\u{0}no answer"
+
     private let channel: any Channel
     private let received = NIOLockedValueBox<[Received]>([])
 
@@ -83,6 +86,7 @@ final class ScriptedServer: StoppableTestServer {
                 )
                 self.received.withLockedValue { $0.append(received) }
                 let answer = script(received)
+                if answer == ScriptedServer.noAnswer { continue }
                 guard !answer.isEmpty else {
                     context.close(promise: nil)
                     return

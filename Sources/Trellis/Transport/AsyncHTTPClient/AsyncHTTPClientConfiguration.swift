@@ -63,7 +63,10 @@ extension AsyncHTTPClientTransport {
     ) -> HTTPClient.Configuration {
         guard !connectivity.isDefault else { return base }
         var configuration = base
-        configuration.dnsOverride.merge(connectivity.nameOverrides) { _, override in override }
+        // Overrides of a host on one port are set per route (see `route(for:)`); a key that is
+        // not a host fails every request (see `send(_:within:)`).
+        let overrides = (try? NameOverrides(connectivity.nameOverrides))?.byHost ?? [:]
+        configuration.dnsOverride.merge(overrides) { _, override in override }
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectivity.maximumConnectionsPerHost
         configuration.connectionPool.idleTimeout = TimeAmount(connectivity.idleConnectionTimeout)
         configuration.httpVersion = connectivity.httpVersion == .http1Only ? .http1Only : .automatic
@@ -88,6 +91,14 @@ struct RouteKey: Hashable {
     let pinIndex: Int?
     let tlsIndex: Int?
     let proxy: Proxy?
+    /// The address a host's name is overridden with on this route's port alone.
+    var nameOverride: PortNameOverride? = nil
+}
+
+/// A name override for one host on one port: the route's client connects to `address` for `host`.
+struct PortNameOverride: Hashable {
+    let host: String
+    let address: String
 }
 
 /// A proxy's kind and address, whatever its credentials.

@@ -53,6 +53,10 @@ public final class AsyncHTTPClientTransport: Transport {
     /// (``Client/Configuration/Connectivity``).
     private let connectivity: Client.Configuration.Connectivity
     private var proxy: ProxySettings? { connectivity.proxy }
+    /// The connectivity settings' name overrides, read; empty when they cannot be.
+    private let nameOverrides: NameOverrides
+    /// Why the name overrides cannot be read, which every request then fails with.
+    private let invalidNameOverride: TrellisError?
     /// The configuration the clients made on demand start from: the default route's, the
     /// connectivity settings applied.
     private let onDemandConfiguration: HTTPClient.Configuration
@@ -103,6 +107,13 @@ public final class AsyncHTTPClientTransport: Transport {
         configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
         self.connectivity = connectivity
+        do {
+            self.nameOverrides = try NameOverrides(connectivity.nameOverrides)
+            self.invalidNameOverride = nil
+        } catch {
+            self.nameOverrides = try! NameOverrides([:])
+            self.invalidNameOverride = error
+        }
         self.onDemandConfiguration = configuration
         let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
@@ -144,6 +155,8 @@ public final class AsyncHTTPClientTransport: Transport {
         self.pinnedRoutes = []
         self.decodesContentEncoding = false
         self.connectivity = .init()
+        self.nameOverrides = try! NameOverrides([:])
+        self.invalidNameOverride = nil
         self.onDemandConfiguration = Self.defaultConfiguration  // never used: no settings
         self.baseTLS = .makeClientConfiguration()
     }
@@ -182,13 +195,17 @@ public final class AsyncHTTPClientTransport: Transport {
         let hint: ConnectionLoopHint?
         /// The proxy the client's connections go through, if any.
         var proxy: Proxy? = nil
+        /// Whether requests on this route are forwarded to ``proxy`` (`http://` through an HTTP
+        /// proxy) rather than sent through `client`.
+        var forwardsToProxy = false
     }
 
     /// The route of `request`: the client of its pinned host pattern, if any, of the host
     /// pattern whose TLS settings it takes, if any, and of the proxy it goes through, if any.
     func route(for request: Request) -> Route {
         // Most transports have one route: they read nothing of the request to choose it.
-        guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty else { return defaultRoute }
+        guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty || !nameOverrides.byHostAndPort.isEmpty
+        else { return defaultRoute }
         let scheme = request.head.scheme?.lowercased() ?? "http"
         let host = PlainHTTPPolicy.host(of: request.head.authority ?? "")
         var pinIndex: Int?
@@ -197,17 +214,28 @@ public final class AsyncHTTPClientTransport: Transport {
             pinIndex = pinning?.index(for: host)
             tlsIndex = connectivity.tlsIndex(for: host)
         }
+        let port = request.url?.port ?? (scheme == "https" ? 443 : 80)
         var chosen: Proxy?
         if let proxy, !scheme.hasSuffix("+unix") {
-            chosen = proxy.proxy(forScheme: scheme, host: host, port: request.url?.port ?? (scheme == "https" ? 443 : 80))
+            chosen = proxy.proxy(forScheme: scheme, host: host, port: port)
             if let address = chosen.map(ProxyAddress.init), let answered = challengeCredentials.withLockedValue({ $0[address] }) {
                 chosen?.credentials = answered
             }
         }
-        guard chosen != nil || tlsIndex != nil else {
+        if let proxy = chosen, proxy.kind == .http, scheme == "http", !proxy.tunnelsPlainHTTP {
+            return Route(client: httpClient, pins: nil, hint: nil, proxy: proxy, forwardsToProxy: true)
+        }
+        // A host's override on this port alone (the proxy, if any, resolves names itself).
+        var nameOverride: PortNameOverride?
+        if chosen == nil, !nameOverrides.byHostAndPort.isEmpty,
+            let address = nameOverrides.byHostAndPort[.init(host: CanonicalHost.form(host), port: port)]
+        {
+            nameOverride = PortNameOverride(host: host, address: address)
+        }
+        guard chosen != nil || tlsIndex != nil || nameOverride != nil else {
             return pinIndex.map { pinnedRoutes[$0] } ?? defaultRoute
         }
-        return onDemandRoute(RouteKey(pinIndex: pinIndex, tlsIndex: tlsIndex, proxy: chosen))
+        return onDemandRoute(RouteKey(pinIndex: pinIndex, tlsIndex: tlsIndex, proxy: chosen, nameOverride: nameOverride))
     }
 
     /// The client for `key`, made the first time a request needs it.
@@ -216,6 +244,7 @@ public final class AsyncHTTPClientTransport: Transport {
             if let route = routes[key] { return route }
             var configuration = onDemandConfiguration
             configuration.proxy = key.proxy?.asyncHTTPClientProxy
+            if let override = key.nameOverride { configuration.dnsOverride[override.host] = override.address }
             if let tlsIndex = key.tlsIndex {
                 configuration.tlsConfiguration = connectivity.tlsByHost[tlsIndex].settings.applied(to: baseTLS)
             }
@@ -247,11 +276,16 @@ public final class AsyncHTTPClientTransport: Transport {
     /// keeping the connection busy longer. A call made alone through a client the transport
     /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`).
     public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
+        if let invalidNameOverride { throw invalidNameOverride }
         let route = route(for: request)
         guard let proxy = route.proxy else { return try await send(request, within: limits, through: route) }
         do {
             return try await send(request, within: limits, through: route)
-        } catch let error where ProxyErrors.isChallenge(error) && self.proxy?.credentialsForChallenge != nil {
+        } catch let error
+            where ProxyErrors.isChallenge(error) && self.proxy?.credentialsForChallenge != nil && (request.body?.isReplayable ?? true)
+        {
+            // A tunnel is refused before the body is read; a forwarded request's body has gone
+            // to the proxy, and is sent again only if it can be.
             return try await answeringChallenge(of: proxy, to: request, within: limits, failure: error)
         } catch {
             throw ProxyErrors.naming(proxy, origin: request.head.authority ?? "", in: error)
@@ -280,8 +314,12 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
-    /// Sends the request through `route`'s client.
+    /// Sends the request through `route`'s client, or forwards it to the route's proxy.
     private func send(_ request: Request, within limits: ExchangeLimits, through route: Route) async throws -> Response<ResponseBody> {
+        if route.forwardsToProxy, let proxy = route.proxy {
+            let connectTimeout = onDemandConfiguration.timeout.connect ?? .seconds(10)
+            return try await ProxyForwarding(proxy: proxy, connectTimeout: connectTimeout).send(request, within: limits)
+        }
         // Every call counts, whichever way it goes, so that a call overlapping one with a
         // body (or a stream) is known not to be alone.
         let preferred = route.hint?.begin()
