@@ -343,6 +343,26 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    /// Each proxy a tunnel goes through gets a client of its own: a rule naming a new one for
+    /// every destination ends with a clear error rather than clients without end.
+    @Test func aProxyRuleNamingAProxyPerDestinationIsBounded() async throws {
+        let client = Client(baseURL: URL(string: "https://h0.trellis.test")!) {
+            $0.connectivity.proxy = .choosing { _, host, _ in
+                .socks5(host: "127.0.0.1", port: 1 + Int(host.dropFirst().prefix { $0 != "." })!)
+            }
+            $0.timeouts.request = .seconds(5)
+        }
+        let limit = AsyncHTTPClientTransport.maximumOnDemandRoutes
+        for index in 0..<limit {
+            // Nothing speaks SOCKS on these ports: each call fails, but its route is made.
+            await #expect(throws: TrellisError.self) { try await text(client, URL(string: "https://h\(index).trellis.test/")!) }
+        }
+        let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "https://h\(limit).trellis.test/")!) }
+        guard case .invalidRequest(let invalid) = error else { Issue.record("\(String(describing: error))"); return }
+        #expect("\(invalid)".contains("already has \(limit) routes"), "\(invalid)")
+        #expect("\(invalid)".contains("socks5://127.0.0.1:\(limit + 1)"), "\(invalid)")
+    }
+
     @Test func oneConnectionPerHostCarriesConcurrentCallsInTurn() async throws {
         try await withOrigin { origin in
             let client = Client(baseURL: origin.url) { $0.connectivity.maximumConnectionsPerHost = 1 }

@@ -202,7 +202,7 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// The route of `request`: the client of its pinned host pattern, if any, of the host
     /// pattern whose TLS settings it takes, if any, and of the proxy it goes through, if any.
-    func route(for request: Request) -> Route {
+    func route(for request: Request) throws -> Route {
         // Most transports have one route: they read nothing of the request to choose it.
         guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty || !nameOverrides.byHostAndPort.isEmpty
         else { return defaultRoute }
@@ -235,13 +235,28 @@ public final class AsyncHTTPClientTransport: Transport {
         guard chosen != nil || tlsIndex != nil || nameOverride != nil else {
             return pinIndex.map { pinnedRoutes[$0] } ?? defaultRoute
         }
-        return onDemandRoute(RouteKey(pinIndex: pinIndex, tlsIndex: tlsIndex, proxy: chosen, nameOverride: nameOverride))
+        return try onDemandRoute(RouteKey(pinIndex: pinIndex, tlsIndex: tlsIndex, proxy: chosen, nameOverride: nameOverride))
     }
 
+    /// The most clients a transport makes on demand. Each keeps its own connections, and none
+    /// is let go while the transport lives: a proxy rule that named a new proxy for every host
+    /// would otherwise grow them without end.
+    static let maximumOnDemandRoutes = 64
+
     /// The client for `key`, made the first time a request needs it.
-    private func onDemandRoute(_ key: RouteKey) -> Route {
-        onDemandRoutes.withLockedValue { routes in
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` when it would be one more than
+    ///   ``maximumOnDemandRoutes``.
+    private func onDemandRoute(_ key: RouteKey) throws -> Route {
+        try onDemandRoutes.withLockedValue { routes in
             if let route = routes[key] { return route }
+            guard routes.count < Self.maximumOnDemandRoutes else {
+                throw TrellisError.invalidRequest(InvalidRequest(.url, """
+                    the client already has \(Self.maximumOnDemandRoutes) routes (each pair of a proxy and TLS settings, \
+                    with the connections of its own), and this request would need one more\(key.proxy.map { " (through \($0))" } ?? ""): \
+                    a proxy rule should name a few proxies, not one per destination
+                    """))
+            }
             var configuration = onDemandConfiguration
             configuration.proxy = key.proxy?.asyncHTTPClientProxy
             if let override = key.nameOverride { configuration.dnsOverride[override.host] = override.address }
@@ -277,7 +292,7 @@ public final class AsyncHTTPClientTransport: Transport {
     /// made runs its delegate on its connection's loop (see `ConnectionLoopHint`).
     public func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
         if let invalidNameOverride { throw invalidNameOverride }
-        let route = route(for: request)
+        let route = try route(for: request)
         guard let proxy = route.proxy else { return try await send(request, within: limits, through: route) }
         do {
             return try await send(request, within: limits, through: route)
@@ -306,7 +321,7 @@ public final class AsyncHTTPClientTransport: Transport {
             throw ProxyErrors.naming(proxy, origin: origin, in: failure)
         }
         challengeCredentials.withLockedValue { $0[ProxyAddress(proxy)] = credentials }
-        let route = route(for: request)
+        let route = try route(for: request)
         do {
             return try await send(request, within: limits, through: route)
         } catch {
