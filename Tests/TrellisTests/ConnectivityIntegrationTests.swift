@@ -599,9 +599,19 @@ struct ConnectivityIntegrationTests {
 
     @Test func urlSessionRefusesWhatItCannotApply() throws {
         var connectivity = Client.Configuration.Connectivity()
-        connectivity.proxy = .always(.http(host: "proxy", port: 3128))
+        connectivity.proxy = .choosing { _, _, _ in .http(host: "proxy", port: 3128) }
+        connectivity.nameOverrides = ["api.example.com": "10.0.0.7"]
         let error = #expect(throws: TrellisError.self) { try URLSessionTransport(connectivity: connectivity) }
-        #expect("\(error!)".contains("a proxy"))
+        #expect("\(error!)".contains("name overrides"), "\(error!)")
+        #if canImport(Darwin)
+        #expect("\(error!)".contains("a proxy chosen per destination"), "\(error!)")
+        #else
+        #expect("\(error!)".contains("FoundationNetworking on Linux ignores proxies"), "\(error!)")
+        #endif
+        // What it can apply, it takes.
+        var connections = Client.Configuration.Connectivity()
+        connections.maximumConnectionsPerHost = 2
+        _ = try URLSessionTransport(connectivity: connections)
     }
 }
 

@@ -10,6 +10,9 @@ public import Foundation
 /// ```
 public struct ProxySettings: Sendable {
     private let choose: @Sendable (_ scheme: String, _ host: String, _ port: Int) -> Proxy?
+    /// The proxies of ``always(_:except:)`` and ``perScheme(http:https:except:)``, which
+    /// URLSession can be given; `nil` for ``choosing(_:)``, which only a closure can say.
+    let fixed: (http: Proxy?, https: Proxy?, excluded: NoProxy)?
 
     /// Answers an HTTP proxy's `407 Proxy Authentication Required`: the credentials to send it
     /// instead, or `nil` to fail the call. It is called once per challenge; the call is then
@@ -33,13 +36,13 @@ public struct ProxySettings: Sendable {
         ProxySettings(choose: { scheme, host, port in
             if excluded.matches(host: host, port: port) { return nil }
             return scheme == "https" ? https : http
-        }, credentialsForChallenge: nil)
+        }, fixed: (http, https, excluded), credentialsForChallenge: nil)
     }
 
     /// The proxy `choose` picks for each request's scheme (`http` or `https`), host and port;
     /// `nil` sends it direct. It is called for every hop, so keep it quick.
     public static func choosing(_ choose: @escaping @Sendable (_ scheme: String, _ host: String, _ port: Int) -> Proxy?) -> ProxySettings {
-        ProxySettings(choose: choose, credentialsForChallenge: nil)
+        ProxySettings(choose: choose, fixed: nil, credentialsForChallenge: nil)
     }
 
     /// The proxy for a request to `scheme` (`ws` counts as `http`, `wss` as `https`), `host`

@@ -90,6 +90,9 @@ public struct TrustedCertificate: Sendable, Hashable {
 public struct ClientIdentity: Sendable {
     let chain: [NIOSSLCertificate]
     let key: NIOSSLPrivateKey
+    /// The archive and password an identity was read from, for URLSession on Apple platforms,
+    /// which takes an identity from PKCS#12 alone; `nil` for one read from PEM.
+    var archive: (data: Data, password: String)? = nil
 
     /// An identity from PEM: the certificate chain (the client's certificate first, then any
     /// intermediates) and its private key, encrypted with `password` when given.
@@ -122,6 +125,6 @@ public struct ClientIdentity: Sendable {
         } catch {
             throw TrellisError.invalidRequest(.init(.url, "the client identity is not a PKCS#12 archive this password opens"))
         }
-        return ClientIdentity(chain: bundle.certificateChain, key: bundle.privateKey)
+        return ClientIdentity(chain: bundle.certificateChain, key: bundle.privateKey, archive: (archive, password))
     }
 }

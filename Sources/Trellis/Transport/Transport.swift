@@ -61,8 +61,8 @@ public enum Transports {
             return pinning.map(platformDefault(pinning:)) ?? platformDefault
         }
         // URLSession can be given neither a proxy per destination, nor name overrides, nor a
-        // client identity without a challenge handler: AsyncHTTPClient does all of them, on
-        // Apple platforms too.
+        // PEM identity (see `URLSessionConnectivity`): AsyncHTTPClient applies them all, on
+        // Apple platforms too, so every client's settings mean the same everywhere.
         return AsyncHTTPClientTransport(pinning: pinning, connectivity: connectivity)
     }
 }

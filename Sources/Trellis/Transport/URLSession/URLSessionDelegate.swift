@@ -12,9 +12,12 @@ import FoundationNetworking
 final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let exchanges = NIOLockedValueBox([Int: URLSessionExchange]())
     private let pinning: CertificatePinning?
+    /// The connectivity settings the challenges apply, if any.
+    private let connectivity: URLSessionConnectivity?
 
-    init(pinning: CertificatePinning?) {
+    init(pinning: CertificatePinning?, connectivity: URLSessionConnectivity?) {
         self.pinning = pinning
+        self.connectivity = connectivity
     }
 
     func register(_ exchange: URLSessionExchange) {
@@ -70,11 +73,17 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     ) {
         #if canImport(Darwin)
         let space = challenge.protectionSpace
+        if let connectivity {
+            let (disposition, credential, refusal) = connectivity.answer(challenge, pinning: pinning)
+            if let refusal { exchange(for: task)?.refused(refusal) }
+            completionHandler(disposition, credential)
+            return
+        }
         if space.authenticationMethod == NSURLAuthenticationMethodServerTrust, let trust = space.serverTrust,
             let pins = pinning?.pins(for: space.host)
         {
             if let reason = ServerTrustPinning.mismatch(of: trust, pins: pins) {
-                exchange(for: task)?.refusedByPins(reason)
+                exchange(for: task)?.refused(.pins(reason))
                 completionHandler(.cancelAuthenticationChallenge, nil)
             } else {
                 completionHandler(.useCredential, URLCredential(trust: trust))

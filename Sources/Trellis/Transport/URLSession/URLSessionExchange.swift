@@ -13,9 +13,8 @@ final class URLSessionExchange: @unchecked Sendable {
     private struct State {
         var headContinuation: CheckedContinuation<Response<ResponseBody>, any Error>?
         var cancelled = false
-        /// Why the server-trust challenge refused the server, which then ends the task as
-        /// cancelled.
-        var pinMismatch: String?
+        /// Why a challenge refused the exchange, which then ends the task as cancelled.
+        var refusal: Refusal?
         /// A buffered call's body, counted against its limit as it arrives.
         var bodyLimit: BodyLimit?
         /// Where a streamed call's head deadline is watched (``holdHead(to:on:)``).
@@ -182,8 +181,18 @@ final class URLSessionExchange: @unchecked Sendable {
         }
     }
 
-    func refusedByPins(_ reason: String) {
-        state.withLockedValue { $0.pinMismatch = reason }
+    /// Why a challenge (on Apple platforms) refused an exchange.
+    enum Refusal: Sendable {
+        /// The server does not satisfy the pins.
+        case pins(String)
+        /// The server's certificate does not lead to an authority the client trusts.
+        case trust(String)
+        /// The proxy `name` asked for credentials it was not given, or refused them.
+        case proxy(name: String, reason: String)
+    }
+
+    func refused(_ refusal: Refusal) {
+        state.withLockedValue { $0.refusal = refusal }
     }
 
     func completed(with error: (any Error)?) {
@@ -224,8 +233,15 @@ final class URLSessionExchange: @unchecked Sendable {
 
     private func translate(_ error: any Error) -> any Error {
         let host = request.head.authority ?? ""
-        if let reason = state.withLockedValue({ $0.pinMismatch }) {
+        switch state.withLockedValue({ $0.refusal }) {
+        case .pins(let reason)?:
             return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: reason, underlying: error))
+        case .trust(let reason)?:
+            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: reason, underlying: error))
+        case .proxy(let name, let reason)?:
+            return TrellisError.connectionFailed(ConnectionFailure(host: name, reason: reason, underlying: error))
+        case nil:
+            break
         }
         return TransportErrors.translate(error, host: host, timeout: limits.timeout, request: request)
     }

@@ -39,11 +39,16 @@ public final class URLSessionTransport: Transport {
     /// The session's own cookie handling and cache are turned off (in a copy of
     /// `configuration`): the client's ``CookieJar`` and ``HTTPCache`` decide, the same over
     /// both transports.
-    public init(configuration: URLSessionConfiguration = .default, pinning: CertificatePinning? = nil) {
-        let delegate = SessionDelegate(pinning: pinning)
+    public convenience init(configuration: URLSessionConfiguration = .default, pinning: CertificatePinning? = nil) {
+        self.init(configuration: configuration, pinning: pinning, applying: nil)
+    }
+
+    private init(configuration: URLSessionConfiguration, pinning: CertificatePinning?, applying connectivity: URLSessionConnectivity?) {
+        let delegate = SessionDelegate(pinning: pinning, connectivity: connectivity)
         self.delegate = delegate
         self.pinning = pinning
         let configuration = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+        connectivity?.apply(to: configuration)
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
@@ -54,28 +59,29 @@ public final class URLSessionTransport: Transport {
     }
 
     /// A transport made from `configuration` with a client's connectivity settings, checking
-    /// `pinning`. URLSession takes the connection settings (connections per host); it cannot
-    /// apply a proxy chosen per destination, name overrides, private trust or a client
-    /// certificate here, and on Linux FoundationNetworking ignores proxies altogether, so any
-    /// of those is refused rather than left out: a request that should go through a proxy
-    /// never goes direct. ``AsyncHTTPClientTransport`` applies them all, on every platform.
+    /// `pinning`.
     ///
-    /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the setting URLSession cannot apply.
+    /// On Apple platforms URLSession applies a proxy for every destination
+    /// (``ProxySettings/always(_:except:)``, ``ProxySettings/perScheme(http:https:except:)``, with
+    /// its credentials), private trust, a client identity from PKCS#12 (through the session's
+    /// challenges, per host pattern too), the minimum TLS version and the connections per host.
+    /// It cannot apply a proxy chosen per destination, name overrides or a PEM identity. On
+    /// Linux, FoundationNetworking ignores proxies and has no TLS challenges, so only the
+    /// connections per host apply. What cannot be applied is refused, never left out: a request
+    /// that should go through a proxy never goes direct. ``AsyncHTTPClientTransport`` applies
+    /// them all, on every platform.
+    ///
+    /// - Throws: ``TrellisError/invalidRequest(_:)`` naming the settings URLSession cannot apply.
     public convenience init(
         configuration: URLSessionConfiguration = .default,
         pinning: CertificatePinning? = nil,
         connectivity: Client.Configuration.Connectivity
     ) throws {
-        var refused: [String] = []
-        if connectivity.proxy != nil { refused.append("a proxy") }
-        if !connectivity.nameOverrides.isEmpty { refused.append("name overrides") }
-        if !connectivity.tls.isDefault || !connectivity.tlsByHost.isEmpty { refused.append("TLS trust, a client certificate or a minimum TLS version") }
+        let refused = URLSessionConnectivity.unsupported(in: connectivity)
         guard refused.isEmpty else {
-            throw TrellisError.invalidRequest(.init(.url, "URLSessionTransport cannot apply \(refused.joined(separator: ", ")) (FoundationNetworking on Linux ignores proxies, and URLSession takes none per destination); use AsyncHTTPClientTransport"))
+            throw TrellisError.invalidRequest(.init(.url, "URLSessionTransport cannot apply \(refused.joined(separator: "; ")) here; use AsyncHTTPClientTransport"))
         }
-        let configuration = (configuration.copy() as? URLSessionConfiguration) ?? configuration
-        configuration.httpMaximumConnectionsPerHost = connectivity.maximumConnectionsPerHost
-        self.init(configuration: configuration, pinning: pinning)
+        self.init(configuration: configuration, pinning: pinning, applying: URLSessionConnectivity(settings: connectivity))
     }
 
     deinit {
