@@ -160,3 +160,11 @@ public struct Vault: Sendable {
 public let vault = Vault()
 public let clientArchiveURL = documents.appending(path: "client.p12")
 public let archivePassword = "…"
+public let environmentProxy: ProxySettings? = nil
+public let companyAuthority: [TrustedCertificate] = []
+public let serviceIdentity: ClientIdentity? = nil
+public struct ContainerSummary: Decodable, Sendable {
+    // Docker's spelling.
+    // swiftlint:disable:next identifier_name
+    public let Id: String
+}
