@@ -244,6 +244,7 @@ func runDemo() async -> Int32 {
         try await realtimeTour(baseURL)
         try await observabilityTour(baseURL)
         try await openAPITour(baseURL)
+        try await connectivityTour(baseURL)
         print("\nDone.")
         return 0
     } catch {
