@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOSSL
 import Testing
 @testable import Trellis
 
@@ -474,6 +475,18 @@ struct ConnectivityIntegrationTests {
                 let answer = try await text(client, url.appending(path: "hello"))
                 #expect(answer == "hi")
             }
+
+            // An identity another authority signed is refused by the server, which is named.
+            let strangerIdentity = try TestCertificates().clientIdentity(named: "stranger")
+            let stranger = Client(baseURL: url) {
+                $0.connectivity.tls.trust = .only(authority)
+                $0.connectivity.tls.clientIdentity = try? ClientIdentity.pem(
+                    certificateChain: Data(strangerIdentity.certificate.utf8), privateKey: Data(strangerIdentity.key.utf8)
+                )
+            }
+            let refused = await #expect(throws: TrellisError.self) { try await text(stranger, url.appending(path: "hello")) }
+            guard case .tlsFailed(let refusal) = refused else { Issue.record("\(String(describing: refused))"); return }
+            #expect(refusal.host.hasPrefix("localhost"))
         }
         #expect(throws: TrellisError.self) { try ClientIdentity.pkcs12(pkcs12, password: "wrong") }
     }
@@ -556,6 +569,37 @@ struct ConnectivityIntegrationTests {
                 guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
                 #expect(failure.host == "http://127.0.0.1:\(http.port)")
                 #expect(failure.reason.contains("407"))
+            }
+        }
+    }
+
+    @Test func aSecureWebSocketThroughTheTunnelChecksTheOriginsPins() async throws {
+        let certificates = try TestCertificates()
+        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificates.leaf)], privateKey: .privateKey(certificates.leafKey))
+        let pinned = try CertificatePinning("localhost", certificates: [Data(try certificates.leaf.toDERBytes())])
+        let stranger = try CertificatePinning("localhost", certificates: [Data(try TestCertificates().leaf.toDERBytes())])
+        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+            try await WebSocketTestServer.with(tls: tls, { $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
+                let echo = url.appending(path: "echo")
+                let base = URL(string: "https://localhost:\(url.port!)")!
+                let client = Client(baseURL: base) {
+                    $0.security.pinning = pinned
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port))
+                }
+                let socket = try await client.webSocket(for: Trellis.Request(method: .get, url: echo))
+                try await socket.send("through the tunnel")
+                var messages = socket.messages.makeAsyncIterator()
+                let echoed = try await messages.next()
+                #expect(echoed == .text("through the tunnel"))
+                await socket.close(.normalClosure, reason: "done")
+                #expect(proxy.log.contains("CONNECT localhost:\(url.port!)"), "\(proxy.log)")
+
+                let refusing = Client(baseURL: base) {
+                    $0.security.pinning = stranger
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port))
+                }
+                let error = await #expect(throws: TrellisError.self) { try await refusing.webSocket(for: Trellis.Request(method: .get, url: echo)) }
+                guard case .pinningFailed = error else { Issue.record("\(String(describing: error))"); return }
             }
         }
     }
