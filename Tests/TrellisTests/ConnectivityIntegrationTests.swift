@@ -23,7 +23,7 @@ struct ConnectivityIntegrationTests {
     /// which a tunnel cannot), or tunnelled when the proxy says so.
     @Test(arguments: [false, true])
     func anHTTPProxyWithCredentialsCarriesTheCallAndTheOriginNeverSeesThem(tunnelsPlainHTTP: Bool) async throws {
-        try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
             try await withOrigin { origin in
                 let client = Client(baseURL: origin.url) {
                     $0.connectivity.proxy = .always(.http(
@@ -42,7 +42,7 @@ struct ConnectivityIntegrationTests {
     }
 
     @Test func aProxyThatRefusesTheCredentialsFailsNamingItAndNotThePassword() async throws {
-        try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
             try await withOrigin { origin in
                 // tinyproxy answers a forwarded request with wrong credentials 401, as an origin
                 // would: only a tunnel can tell that refusal from the origin's.
@@ -68,7 +68,7 @@ struct ConnectivityIntegrationTests {
 
     @Test(arguments: [false, true])
     func aChallengeIsAnsweredOnceAndItsCredentialsKept(tunnelsPlainHTTP: Bool) async throws {
-        try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { proxy in
             try await withOrigin { origin in
                 let asked = Counter()
                 var settings = ProxySettings.always(.http(host: "127.0.0.1", port: proxy.port, tunnelsPlainHTTP: tunnelsPlainHTTP))
@@ -139,7 +139,7 @@ struct ConnectivityIntegrationTests {
 
     @Test func aProxyThatRefusesTheTunnelFailsNamingItAndStillForwards() async throws {
         // Tunnels only to port 1: the origin's port is refused with a 403.
-        try await ProxyProgram.running({ try await .tinyproxy(["ConnectPort 1"]) }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy(["ConnectPort 1"]) }) { proxy in
             try await withOrigin { origin in
                 let tunnelling = Client(baseURL: origin.url) {
                     $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, tunnelsPlainHTTP: true))
@@ -224,7 +224,7 @@ struct ConnectivityIntegrationTests {
         let certificates = try TestCertificates()
         let pinned = try CertificatePinning("localhost", certificates: [Data(try certificates.leaf.toDERBytes())])
         let stranger = try CertificatePinning("localhost", certificates: [Data(try TestCertificates().leaf.toDERBytes())])
-        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy() }) { proxy in
             try await TLSTestServer.with(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
                 let client = Client(baseURL: url) {
                     $0.security.pinning = pinned
@@ -263,7 +263,7 @@ struct ConnectivityIntegrationTests {
     }
 
     @Test func aProxyThatCannotBeReachedFailsNamingItAndNoProxyGoesDirect() async throws {
-        let deadPort = try await ProxyProgram.freePort()
+        let deadPort = try await TestProgram.freePort()
         try await withOrigin { origin in
             let dead = Proxy.http(host: "127.0.0.1", port: deadPort)
             let through = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(dead) }
@@ -279,7 +279,7 @@ struct ConnectivityIntegrationTests {
     }
 
     @Test func aSOCKS5ProxyCarriesTheCall() async throws {
-        try await ProxyProgram.running({ try await .microsocks() }) { socks in
+        try await TestProgram.running({ try await .microsocks() }) { socks in
             try await withOrigin { origin in
                 let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port)) }
                 let answer = try await text(client, origin.url)
@@ -301,7 +301,7 @@ struct ConnectivityIntegrationTests {
 
     @Test func aDownloadGoesThroughTheProxyToo() async throws {
         let body = String(repeating: "trellis ", count: 64 * 1024)
-        try await ProxyProgram.running({ try await .microsocks() }) { socks in
+        try await TestProgram.running({ try await .microsocks() }) { socks in
             try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", ["Content-Type: application/octet-stream"], body: body) }) { origin in
                 let client = Client(baseURL: origin.url) { $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port)) }
                 let destination = FileManager.default.temporaryDirectory.appending(path: "trellis-proxied-\(UUID().uuidString)")
@@ -325,7 +325,7 @@ struct ConnectivityIntegrationTests {
     /// A forwarded answer is held to the limits of a direct one: a body cut short fails, and a
     /// flood stops at the body limit with the connection closed (the flood ends at the server).
     @Test(.hangGuard) func aForwardedAnswerIsHeldToTheClientsLimits() async throws {
-        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy() }) { proxy in
             try await HostileServer.with { server in
                 let client = Client(baseURL: server.url) {
                     $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port))
@@ -491,6 +491,33 @@ struct ConnectivityIntegrationTests {
         #expect(throws: TrellisError.self) { try ClientIdentity.pkcs12(pkcs12, password: "wrong") }
     }
 
+    /// nginx (OpenSSL) asks for a client certificate: the right identity is taken; with none,
+    /// or one another authority signed, nginx completes the handshake and answers 400 itself.
+    @Test func nginxTakesTheRightClientCertificateAndRefusesTheOthers() async throws {
+        let certificates = try TestCertificates()
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        let identity = try certificates.clientIdentity(named: "trellis-client")
+        let strangerIdentity = try TestCertificates().clientIdentity(named: "stranger")
+        try await TestProgram.running({ try await .nginx(requiringClientsOf: certificates) }) { nginx in
+            let url = URL(string: "https://localhost:\(nginx.port)")!
+            func client(presenting pem: (certificate: String, key: String)?) -> Client {
+                Client(baseURL: url) {
+                    $0.connectivity.tls.trust = .only(authority)
+                    $0.connectivity.tls.clientIdentity = pem.flatMap {
+                        try? ClientIdentity.pem(certificateChain: Data($0.certificate.utf8), privateKey: Data($0.key.utf8))
+                    }
+                }
+            }
+            let subject = try await text(client(presenting: identity), url)
+            #expect(subject == "CN=trellis-client")
+            for refused in [nil, strangerIdentity] {
+                let error = await #expect(throws: TrellisError.self) { try await text(client(presenting: refused), url) }
+                guard case .unacceptableStatus(let failure) = error else { Issue.record("\(String(describing: error))"); continue }
+                #expect(failure.status.code == 400)
+            }
+        }
+    }
+
     @Test func tlsSettingsForAHostPatternApplyToItsHostsAlone() async throws {
         let certificates = try TestCertificates()
         let identity = try certificates.clientIdentity(named: "trellis-client")
@@ -550,8 +577,8 @@ struct ConnectivityIntegrationTests {
     @Test func aWebSocketGoesThroughHTTPAndSOCKS5Proxies() async throws {
         try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
             let echo = url.appending(path: "echo")
-            try await ProxyProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { http in
-                try await ProxyProgram.running({ try await .microsocks() }) { socks in
+            try await TestProgram.running({ try await .tinyproxy(["BasicAuth svc s3cret-pass"]) }) { http in
+                try await TestProgram.running({ try await .microsocks() }) { socks in
                     for proxy in [Proxy.http(host: "127.0.0.1", port: http.port, credentials: .init(username: "svc", password: "s3cret-pass")),
                                   .socks5(host: "127.0.0.1", port: socks.port)] {
                         let client = Client(baseURL: url) { $0.connectivity.proxy = .always(proxy) }
@@ -578,7 +605,7 @@ struct ConnectivityIntegrationTests {
         let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificates.leaf)], privateKey: .privateKey(certificates.leafKey))
         let pinned = try CertificatePinning("localhost", certificates: [Data(try certificates.leaf.toDERBytes())])
         let stranger = try CertificatePinning("localhost", certificates: [Data(try TestCertificates().leaf.toDERBytes())])
-        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy() }) { proxy in
             try await WebSocketTestServer.with(tls: tls, { $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
                 let echo = url.appending(path: "echo")
                 let base = URL(string: "https://localhost:\(url.port!)")!

@@ -152,7 +152,7 @@ struct OpenAPIIntegrationTests {
     }
 
     @Test(.hangGuard) func operationsGoThroughTheClientsProxy() async throws {
-        try await ProxyProgram.running({ try await .tinyproxy() }) { proxy in
+        try await TestProgram.running({ try await .tinyproxy() }) { proxy in
             let server = PetStoreServer()
             try await TestServer.with(server.install) { url in
                 let client = Trellis.Client(baseURL: url) { $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port)) }

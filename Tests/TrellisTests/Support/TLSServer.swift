@@ -82,6 +82,15 @@ struct TestCertificates: Sendable {
         )
     }
 
+    /// The authority, the leaf and the leaf's key as PEM, for a server outside the process.
+    func pem() throws -> (authority: String, leaf: String, leafKey: String) {
+        (
+            try Certificate(derEncoded: authority.toDERBytes()).serializeAsPEM().pemString,
+            try Certificate(derEncoded: leaf.toDERBytes()).serializeAsPEM().pemString,
+            leafSigningKey.pemRepresentation
+        )
+    }
+
     /// A client certificate for `name` signed by the authority, for mutual TLS: its PEM and
     /// its private key's PEM.
     func clientIdentity(named name: String) throws -> (certificate: String, key: String) {

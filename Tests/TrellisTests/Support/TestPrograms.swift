@@ -2,9 +2,9 @@ import Foundation
 import NIOCore
 import NIOPosix
 
-/// A proxy program the test starts (tinyproxy, microsocks) on a free port of 127.0.0.1, and
-/// stops when it ends. CI installs both (`.ci/run`).
-final class ProxyProgram: StoppableTestServer {
+/// An independent program a test starts (tinyproxy, microsocks, nginx) on a free port of
+/// 127.0.0.1, and stops when it ends. CI installs them (`.ci/run`).
+final class TestProgram: StoppableTestServer {
     let port: Int
     private let process: Process
     private let directory: URL
@@ -75,12 +75,12 @@ final class ProxyProgram: StoppableTestServer {
 
     struct ProgramMissing: Error, CustomStringConvertible {
         let name: String
-        var description: String { "the test needs \(name): apt-get install tinyproxy microsocks (.ci/run installs them)" }
+        var description: String { "the test needs \(name): apt-get install tinyproxy microsocks nginx-light (.ci/run installs them)" }
     }
 
     /// tinyproxy on a free port, allowing 127.0.0.1, with `extra` configuration lines.
-    static func tinyproxy(_ extra: [String] = []) async throws -> ProxyProgram {
-        try await ProxyProgram("tinyproxy") { port, directory in
+    static func tinyproxy(_ extra: [String] = []) async throws -> TestProgram {
+        try await TestProgram("tinyproxy") { port, directory in
             let configuration = directory.appending(path: "tinyproxy.conf")
             let lines = ["Port \(port)", "Listen 127.0.0.1", "Timeout 30", "Allow 127.0.0.1", "LogLevel Connect",
                          "LogFile \"\(directory.path)/tinyproxy.log\"", "PidFile \"\(directory.path)/tinyproxy.pid\"",
@@ -90,8 +90,47 @@ final class ProxyProgram: StoppableTestServer {
         }
     }
 
+    /// nginx serving HTTPS on a free port of 127.0.0.1 as `localhost` with `certificates`'
+    /// leaf, asking every client for a certificate their authority signed (`ssl_verify_client
+    /// on`), and answering `/` with the subject of the certificate it got.
+    static func nginx(requiringClientsOf certificates: TestCertificates) async throws -> TestProgram {
+        let pem = try certificates.pem()
+        return try await TestProgram("nginx") { port, directory in
+            let path = directory.path
+            try pem.authority.write(to: directory.appending(path: "authority.pem"), atomically: true, encoding: .utf8)
+            try pem.leaf.write(to: directory.appending(path: "leaf.pem"), atomically: true, encoding: .utf8)
+            try pem.leafKey.write(to: directory.appending(path: "leaf-key.pem"), atomically: true, encoding: .utf8)
+            let configuration = """
+                daemon off;
+                master_process off;
+                pid \(path)/nginx.pid;
+                error_log \(path)/error.log;
+                events { worker_connections 64; }
+                http {
+                    access_log \(path)/access.log;
+                    client_body_temp_path \(path)/body;
+                    proxy_temp_path \(path)/proxy;
+                    fastcgi_temp_path \(path)/fastcgi;
+                    uwsgi_temp_path \(path)/uwsgi;
+                    scgi_temp_path \(path)/scgi;
+                    server {
+                        listen 127.0.0.1:\(port) ssl;
+                        server_name localhost;
+                        ssl_certificate \(path)/leaf.pem;
+                        ssl_certificate_key \(path)/leaf-key.pem;
+                        ssl_client_certificate \(path)/authority.pem;
+                        ssl_verify_client on;
+                        location / { return 200 "$ssl_client_s_dn"; }
+                    }
+                }
+                """
+            try configuration.write(to: directory.appending(path: "nginx.conf"), atomically: true, encoding: .utf8)
+            return ["-p", path, "-e", "\(path)/error.log", "-c", "\(path)/nginx.conf"]
+        }
+    }
+
     /// microsocks, a SOCKS5 proxy, on a free port of 127.0.0.1.
-    static func microsocks() async throws -> ProxyProgram {
-        try await ProxyProgram("microsocks") { port, _ in ["-i", "127.0.0.1", "-p", "\(port)"] }
+    static func microsocks() async throws -> TestProgram {
+        try await TestProgram("microsocks") { port, _ in ["-i", "127.0.0.1", "-p", "\(port)"] }
     }
 }
