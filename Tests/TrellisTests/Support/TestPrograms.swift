@@ -13,7 +13,12 @@ final class TestProgram: StoppableTestServer {
     private let exited: AsyncStream<Void>
 
     /// Starts `executable` with the arguments `arguments(port, directory)` gives, in a
-    /// temporary directory of its own, and returns once it accepts connections.
+    /// temporary directory of its own, and returns once it listens on the port.
+    ///
+    /// The port is one the system had free a moment before, and a server of another test may
+    /// take it first: then the program cannot listen and exits, and it is started again on
+    /// another port. (A connection to the port succeeding would not tell: it may be that other
+    /// server's; so the program's own listening socket is looked for.)
     init(_ executable: String, arguments: (Int, URL) throws -> [String]) async throws {
         guard let path = ["/usr/bin", "/usr/sbin", "/usr/local/bin"].map({ "\($0)/\(executable)" })
             .first(where: FileManager.default.isExecutableFile(atPath:))
@@ -22,20 +27,29 @@ final class TestProgram: StoppableTestServer {
         }
         directory = FileManager.default.temporaryDirectory.appending(path: "trellis-\(executable)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        port = try await Self.freePort()
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = try arguments(port, directory)
-        let output = directory.appending(path: "output.log")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let outputHandle = try FileHandle(forWritingTo: output)
-        process.standardOutput = outputHandle
-        process.standardError = outputHandle
-        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
-        self.exited = exited
-        process.terminationHandler = { _ in exit.finish() }
-        try process.run()
-        try await Self.waitUntilListening(port: port, process: process)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let port = try await Self.freePort()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = try arguments(port, directory)
+            let output = directory.appending(path: "output.log")
+            _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+            let outputHandle = try FileHandle(forWritingTo: output)
+            process.standardOutput = outputHandle
+            process.standardError = outputHandle
+            let (exited, exit) = AsyncStream.makeStream(of: Void.self)
+            process.terminationHandler = { _ in exit.finish() }
+            try process.run()
+            if try await Self.waitUntilListening(port: port, process: process) {
+                self.port = port
+                self.process = process
+                self.exited = exited
+                return
+            }
+            guard attempt < 5 else { throw ProgramMissing(name: "\(executable) (exited at start five times)") }
+        }
     }
 
     /// What the program has logged: its output, and the log file it was told to write
@@ -61,17 +75,47 @@ final class TestProgram: StoppableTestServer {
         return port
     }
 
-    /// Returns once a connection to `port` succeeds; fails if the program exits first.
-    private static func waitUntilListening(port: Int, process: Process) async throws {
-        while true {
-            guard process.isRunning else { throw ProgramMissing(name: "\(process.executableURL!.lastPathComponent) (exited at start)") }
+    /// Whether `process` came to listen on `port`: `true` once it does, `false` if it exits
+    /// first.
+    private static func waitUntilListening(port: Int, process: Process) async throws -> Bool {
+        while process.isRunning {
+            #if os(Linux)
+            if listens(process.processIdentifier, on: port) { return true }
+            #else
             if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get() {
                 try? await channel.close()
-                return
+                return true
             }
+            #endif
             try await Task.sleep(for: .milliseconds(20))
         }
+        return false
     }
+
+    #if os(Linux)
+    /// Whether the process `pid` holds a socket listening on `port`: one of its descriptors is
+    /// a socket whose inode `/proc/net/tcp` lists in the LISTEN state on that port. (Elsewhere
+    /// a connection to the port succeeding is taken for it.)
+    private static func listens(_ pid: Int32, on port: Int) -> Bool {
+        let hexPort = String(format: ":%04X", port)
+        var inodes = Set<String>()
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                // sl, local_address, rem_address, st, …, inode (the tenth field)
+                guard fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" else { continue }
+                inodes.insert(String(fields[9]))
+            }
+        }
+        guard !inodes.isEmpty else { return false }
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        return descriptors.contains { descriptor in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)") else { return false }
+            return target.hasPrefix("socket:[") && inodes.contains(String(target.dropFirst(8).dropLast()))
+        }
+    }
+    #endif
 
     struct ProgramMissing: Error, CustomStringConvertible {
         let name: String
