@@ -518,6 +518,52 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    @Test func aMinimumTLSVersionRefusesAServerBelowIt() async throws {
+        let certificates = try TestCertificates()
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        var tls12Only = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(certificates.leaf)], privateKey: .privateKey(certificates.leafKey)
+        )
+        tls12Only.maximumTLSVersion = .tlsv12
+        try await TestServer.with(tls: tls12Only, { $0.get("hello") { _, _ in "hi" } }) { url in
+            let lenient = Client(baseURL: url) { $0.connectivity.tls.trust = .only(authority) }
+            let answer = try await text(lenient, url.appending(path: "hello"))
+            #expect(answer == "hi")
+            let strict = Client(baseURL: url) {
+                $0.connectivity.tls.trust = .only(authority)
+                $0.connectivity.tls.minimumVersion = .tls13
+            }
+            let error = await #expect(throws: TrellisError.self) { try await text(strict, url.appending(path: "hello")) }
+            guard case .tlsFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host.hasPrefix("localhost"))
+        }
+    }
+
+    /// Over TLS, an overridden name is still the one the certificate is checked against.
+    @Test func aNameOverrideKeepsTheNameForTheCertificateCheck() async throws {
+        let certificates = try TestCertificates()
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        try await TLSTestServer.with(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
+            let port = url.port!
+            // localhost, connected at 127.0.0.1: the certificate names localhost, and passes.
+            let same = Client(baseURL: url) {
+                $0.connectivity.tls.trust = .only(authority)
+                $0.connectivity.nameOverrides = ["localhost": "127.0.0.1"]
+            }
+            let answer = try await text(same, url.appending(path: "hello"))
+            #expect(answer == "hi")
+            // Another name at the same address: the certificate does not name it.
+            let other = URL(string: "https://api.trellis.test:\(port)")!
+            let elsewhere = Client(baseURL: other) {
+                $0.connectivity.tls.trust = .only(authority)
+                $0.connectivity.nameOverrides = ["api.trellis.test": "127.0.0.1"]
+            }
+            let error = await #expect(throws: TrellisError.self) { try await text(elsewhere, other.appending(path: "hello")) }
+            guard case .tlsFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host.hasPrefix("api.trellis.test"))
+        }
+    }
+
     @Test func tlsSettingsForAHostPatternApplyToItsHostsAlone() async throws {
         let certificates = try TestCertificates()
         let identity = try certificates.clientIdentity(named: "trellis-client")
