@@ -60,7 +60,7 @@ struct Endpoint {
     /// `@CompressedBody`.
     let compressesBody: Bool
     /// A conversation rather than one response: `@WebSocket`, or a function returning an
-    /// `EventStream`.
+    /// `EventStream` or `JSONLines`.
     let stream: StreamKind?
 
     enum StreamKind {
@@ -69,6 +69,8 @@ struct Endpoint {
         case rawEvents
         /// Each event's data decoded as this type.
         case decodedEvents(String)
+        /// Each line of a JSON Lines body decoded as this type.
+        case jsonLines(String)
     }
 
     /// What a `@Download` function returns.
@@ -417,6 +419,16 @@ struct Endpoint {
             stream = ["ServerSentEvent", "Trellis.ServerSentEvent"].contains(element) ? .rawEvents : .decodedEvents(element)
             if method != "GET" {
                 report(methodAttribute, "eventStreamMethod", "'\(name)' returns an EventStream, which is read with GET; use @GET instead of @\(method)")
+            }
+        } else if ["JSONLines", "Trellis.JSONLines"].contains(returnedName), let returnType {
+            // Any method: model servers stream the answer to a POST.
+            if let element = genericArguments(of: returnType).first {
+                stream = .jsonLines(element)
+            } else {
+                report(
+                    function.signature.returnClause.map(Syntax.init) ?? Syntax(methodAttribute), "jsonLinesElement",
+                    "'\(name)' returns JSONLines without saying what each line holds; write JSONLines<Value>"
+                )
             }
         }
 

@@ -243,6 +243,7 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
             case .webSocket: lines.append("return try await self._serviceCore.webSocket(__request)")
             case .rawEvents: lines.append("return try self._serviceCore.events(__request)")
             case .decodedEvents(let type): lines.append("return try self._serviceCore.events(__request, as: \(type).self)")
+            case .jsonLines(let type): lines.append("return try self._serviceCore.jsonLines(__request, as: \(type).self)")
             case nil: break
             }
         case (.url, _):

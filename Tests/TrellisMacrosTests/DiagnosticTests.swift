@@ -655,6 +655,22 @@ struct DiagnosticTests {
         )
     }
 
+    @Test func jsonLinesSayWhatEachLineHolds() {
+        assertDiagnostics(
+            """
+            @Service
+            protocol Models {
+                @POST("/api/generate")
+                func generate() async throws -> JSONLines
+            }
+            """,
+            [DiagnosticSpec(
+                message: "'generate' returns JSONLines without saying what each line holds; write JSONLines<Value>",
+                line: 4, column: 34
+            )]
+        )
+    }
+
     @Test func aConversationIsNotADownload() {
         assertDiagnostics(
             """

@@ -138,8 +138,11 @@ public struct DecodingFailure: Sendable, CustomStringConvertible {
     public let reason: String
     /// The status of the response.
     public let status: HTTPResponse.Status
-    /// The first bytes of the body (up to 512), as text.
+    /// The first bytes of the body (up to 512), as text; of the line, for a line of a
+    /// ``JSONLines`` stream.
     public let bodyExcerpt: String
+    /// The number of the line that could not be decoded, from 1, for a ``JSONLines`` stream.
+    public internal(set) var line: Int?
 
     init(type: Any.Type, error: any Error, status: HTTPResponse.Status, body: Data) {
         self.type = String(reflecting: type)
@@ -182,6 +185,9 @@ public struct DecodingFailure: Sendable, CustomStringConvertible {
 
     public var description: String {
         let location = codingPath.isEmpty ? "" : " at \(codingPath)"
+        if let line {
+            return "could not decode \(type)\(location) from line \(line) of a \(status.code) response: \(reason); line: \(bodyExcerpt)"
+        }
         return "could not decode \(type)\(location) from a \(status.code) response: \(reason); body: \(bodyExcerpt)"
     }
 }

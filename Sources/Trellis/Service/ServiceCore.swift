@@ -175,6 +175,12 @@ public final class _ServiceCore: Sendable {
         serviceClient.events(for: try makeRequest(builder), as: type)
     }
 
+    /// The values of a JSON Lines response, each decoded as `type` (a function returning
+    /// `JSONLines<Value>`); nothing is sent until the sequence is iterated.
+    public func jsonLines<Value: Decodable & Sendable>(_ builder: _RequestBuilder, as type: Value.Type) throws -> JSONLines<Value> {
+        serviceClient.jsonLines(for: try makeRequest(builder), as: type)
+    }
+
     private func storeToken(of value: some AccessTokenConvertible) async throws {
         guard let token = value.convert() else { return }
         try await serviceClient.accessTokens.storage.store(token, for: tokenLabel)

@@ -18,6 +18,8 @@ import NIOPosix
 /// - `/flood`: a chunked body that never ends, written as fast as the client takes it, up to
 ///   4 GiB, then held; how much was written before the client went away goes to
 ///   ``floodEnded``.
+/// - `/flood-lines`: the same flood made of JSON lines (`{"response":"tick","done":false}`),
+///   labelled `application/x-ndjson`.
 /// - `/flood-json/…`: the same flood labelled `application/json`, at any path under it (for
 ///   clients that append their own, as generated OpenAPI clients do).
 /// - `/503`: 503 with no body.
@@ -173,6 +175,9 @@ final class HostileServer: RawTestServer {
             case "/flood":
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 flood(context, repeating: Self.framedChunk, counted: 64 * 1024)
+            case "/flood-lines":
+                write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
+                flood(context, repeating: Self.framedLines.chunk, counted: Self.framedLines.lineBytes)
             case _ where path.hasPrefix("/flood-json/"):
                 write(context, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
                 flood(context, repeating: Self.framedChunk, counted: 64 * 1024)
@@ -253,6 +258,15 @@ final class HostileServer: RawTestServer {
             chunk.writeRepeatingByte(UInt8(ascii: "x"), count: size)
             chunk.writeString("\r\n")
             return chunk
+        }()
+
+        /// A chunk of JSON lines (`{"response":"tick","done":false}`), and how many bytes of lines it holds.
+        private static let framedLines: (chunk: ByteBuffer, lineBytes: Int) = {
+            let lines = repeated(#"{"response":"tick","done":false}"# + "\n")
+            var chunk = ByteBuffer(string: String(lines.readableBytes, radix: 16) + "\r\n")
+            chunk.writeImmutableBuffer(lines)
+            chunk.writeString("\r\n")
+            return (chunk, lines.readableBytes)
         }()
 
         /// `line` repeated to fill 64 KiB.
