@@ -1,7 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
-// (and, when named: cache, bomb, allocations, observation, pipeline, proxy), transfers, realtime, compile. With no argument,
+// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -60,6 +60,8 @@ do {
                 "Slow readers: a server pushing \(RealtimeBenchmark.offeredMiB) MiB as fast as it can to a reader taking 1 ms per message",
                 try await RealtimeBenchmark.run(rounds: min(rounds, 3))
             )
+        case "jsonlines":
+            Report.print("A JSON Lines stream read as values (AsyncHTTPClient)", try await JSONLinesBenchmark.run(rounds: min(rounds, 5)))
         case "proxy":
             CallBenchmark.print("Service calls through a local tinyproxy vs raw AsyncHTTPClient with the same proxy", try await ProxyBenchmark.run(rounds: rounds))
         case "cache":

@@ -12,6 +12,21 @@ protocol Live {
 
     @WebSocket("/echo")
     func echo() async throws -> WebSocketConnection
+
+    /// A model server's answer, one JSON value per line (as Ollama's `/api/generate`).
+    @POST("/api/generate")
+    @Body("prompt")
+    func generate(prompt: Prompt) async throws -> JSONLines<GeneratedToken>
+}
+
+struct Prompt: Codable, Sendable {
+    var model: String
+    var prompt: String
+}
+
+struct GeneratedToken: Codable, Sendable {
+    var response: String
+    var done: Bool
 }
 
 struct Quote: Codable, Sendable {
@@ -29,6 +44,20 @@ enum QuoteRoutes {
                     try await writer.write(ByteBuffer(string: "data: \"price\": \(price)}\n\n"))
                     try await Task.sleep(for: .milliseconds(100))
                 }
+                try await writer.finish(nil)
+            })
+        }
+        router.post("api/generate") { request, context in
+            let prompt = try await request.decode(as: Prompt.self, context: context)
+            let words = ["Trellis", " reads", " each", " line", " as", " it", " comes", "."]
+            return Hummingbird.Response(status: .ok, headers: [.contentType: "application/x-ndjson"], body: .init { writer in
+                for word in words {
+                    let token = GeneratedToken(response: word, done: false)
+                    try await writer.write(ByteBuffer(data: try JSONEncoder().encode(token) + Data("\n".utf8)))
+                    try await Task.sleep(for: .milliseconds(40))
+                }
+                // The last line, without a newline, carries the prompt back.
+                try await writer.write(ByteBuffer(string: #"{"response":" (\#(prompt.model))","done":true}"#))
                 try await writer.finish(nil)
             })
         }
@@ -60,6 +89,12 @@ func realtimeTour(_ baseURL: URL) async throws {
         count += 1
         // The server ends the stream after three; the stream would reconnect, so stop here.
         if count == 3 { break }
+    }
+
+    step("A JSON Lines stream (a model server's answer to a POST), each value as its line completes")
+    print("  ", terminator: "")
+    for try await token in try await live.generate(prompt: Prompt(model: "demo-model", prompt: "Say something")) {
+        print(token.response, terminator: token.done ? "\n" : "")
     }
 
     step("A WebSocket echo: text, JSON and binary messages, then a clean close")
