@@ -14,6 +14,9 @@ struct NameOverrides: Sendable {
     /// Addresses by host and port, which win over the host's.
     private(set) var byHostAndPort: [HostAndPort: String] = [:]
 
+    /// No overrides.
+    init() {}
+
     /// The overrides `entries` spell: `host` or `host:port` (`[v6]:port`) keys, addresses as values.
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` naming an entry that is neither, or whose

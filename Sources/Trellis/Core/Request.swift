@@ -126,6 +126,18 @@ public struct Request: Sendable {
     /// The absolute URL this request goes to.
     public var url: URL? { URL(string: urlString) }
 
+    /// The host (without brackets) and the port the request goes to: the authority's port, or
+    /// the scheme's (80 for `http`, 443 otherwise). Read from the text, not from a `URL`, which
+    /// would cost allocations on every call that asks.
+    var server: (host: String, port: Int) {
+        let authority = head.authority ?? ""
+        var port = head.scheme?.lowercased() == "http" ? 80 : 443
+        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]"), let explicit = Int(authority[authority.index(after: colon)...]) {
+            port = explicit
+        }
+        return (PlainHTTPPolicy.host(of: authority), port)
+    }
+
     /// `scheme://host:port`, the unit credentials are scoped to.
     var origin: String { Self.origin(scheme: head.scheme ?? "https", authority: head.authority ?? "") }
 

@@ -21,7 +21,7 @@ struct ObservationStage: Stage {
         let metricsFactory = settings.activeMetricsFactory
         let method = request.method.rawValue
         let endpoint = request.endpointName ?? request.pathTemplate.map { "\(method) \($0)" } ?? method
-        let (host, port) = Self.server(of: request)
+        let (host, port) = request.server
         let span = tracer.map { tracer in
             let span = tracer.startSpan(endpoint, context: ServiceContext.current ?? .topLevel, ofKind: .client)
             span.attributes["http.request.method"] = method
@@ -105,18 +105,6 @@ struct ObservationStage: Stage {
             )
             for monitor in observation.monitors { monitor.callFinished(summary) }
         }
-    }
-
-    /// `server.address` and `server.port`: the host without brackets, and the port, explicit
-    /// or the scheme's.
-    private static func server(of request: Request) -> (String, Int) {
-        let authority = request.head.authority ?? ""
-        let host = PlainHTTPPolicy.host(of: authority)
-        var port = request.head.scheme?.lowercased() == "http" ? 80 : 443
-        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]"), let explicit = Int(authority[authority.index(after: colon)...]) {
-            port = explicit
-        }
-        return (host, port)
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {

@@ -59,13 +59,13 @@ extension AsyncHTTPClientTransport {
     /// and the HTTP version. (Proxies are set per route: see `route(for:)`.)
     static func configuration(
         _ base: HTTPClient.Configuration,
-        connecting connectivity: Client.Configuration.Connectivity
+        connecting connectivity: Client.Configuration.Connectivity,
+        overridingNames overrides: [String: String]
     ) -> HTTPClient.Configuration {
         guard !connectivity.isDefault else { return base }
         var configuration = base
-        // Overrides of a host on one port are set per route (see `route(for:)`); a key that is
-        // not a host fails every request (see `send(_:within:)`).
-        let overrides = (try? NameOverrides(connectivity.nameOverrides))?.byHost ?? [:]
+        // `overrides` are those of a host on every port; those of a host on one port are set per
+        // route (see `route(for:)`).
         configuration.dnsOverride.merge(overrides) { _, override in override }
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectivity.maximumConnectionsPerHost
         configuration.connectionPool.idleTimeout = TimeAmount(connectivity.idleConnectionTimeout)

@@ -103,17 +103,17 @@ public final class AsyncHTTPClientTransport: Transport {
         connectivity: Client.Configuration.Connectivity = .init()
     ) {
         self.baseTLS = configuration.tlsConfiguration ?? .makeClientConfiguration()
-        var configuration = Self.configuration(configuration, connecting: connectivity)
-        configuration.tracing.tracer = nil
-        configuration.redirectConfiguration = .disallow
-        self.connectivity = connectivity
         do {
             self.nameOverrides = try NameOverrides(connectivity.nameOverrides)
             self.invalidNameOverride = nil
         } catch {
-            self.nameOverrides = try! NameOverrides([:])
+            self.nameOverrides = NameOverrides()
             self.invalidNameOverride = error
         }
+        var configuration = Self.configuration(configuration, connecting: connectivity, overridingNames: nameOverrides.byHost)
+        configuration.tracing.tracer = nil
+        configuration.redirectConfiguration = .disallow
+        self.connectivity = connectivity
         self.onDemandConfiguration = configuration
         let hint = ConnectionLoopHint(group: HTTPClient.defaultEventLoopGroup)
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.configuration(configuration, watchedBy: hint))
@@ -155,7 +155,7 @@ public final class AsyncHTTPClientTransport: Transport {
         self.pinnedRoutes = []
         self.decodesContentEncoding = false
         self.connectivity = .init()
-        self.nameOverrides = try! NameOverrides([:])
+        self.nameOverrides = NameOverrides()
         self.invalidNameOverride = nil
         self.onDemandConfiguration = Self.defaultConfiguration  // never used: no settings
         self.baseTLS = .makeClientConfiguration()
@@ -207,14 +207,13 @@ public final class AsyncHTTPClientTransport: Transport {
         guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty || !nameOverrides.byHostAndPort.isEmpty
         else { return defaultRoute }
         let scheme = request.head.scheme?.lowercased() ?? "http"
-        let host = PlainHTTPPolicy.host(of: request.head.authority ?? "")
+        let (host, port) = request.server
         var pinIndex: Int?
         var tlsIndex: Int?
         if scheme == "https" {
             pinIndex = pinning?.index(for: host)
             tlsIndex = connectivity.tlsIndex(for: host)
         }
-        let port = Self.port(of: request.head.authority ?? "") ?? (scheme == "https" ? 443 : 80)
         var chosen: Proxy?
         if let proxy, !scheme.hasSuffix("+unix") {
             chosen = proxy.proxy(forScheme: scheme, host: host, port: port)
@@ -242,14 +241,6 @@ public final class AsyncHTTPClientTransport: Transport {
     /// is let go while the transport lives: a proxy rule that named a new proxy for every host
     /// would otherwise grow them without end.
     static let maximumOnDemandRoutes = 64
-
-    /// The port an authority names (`host:port`, `[v6]:port`), if it names one. Read from the
-    /// text: making a `URL` of each request to ask it cost 4 allocations per proxied call.
-    static func port(of authority: String) -> Int? {
-        guard let colon = authority.lastIndex(of: ":") else { return nil }
-        if let close = authority.lastIndex(of: "]"), close > colon { return nil }
-        return Int(authority[authority.index(after: colon)...])
-    }
 
     /// The client for `key`, made the first time a request needs it.
     ///
