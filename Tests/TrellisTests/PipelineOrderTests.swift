@@ -54,6 +54,14 @@ struct PipelineOrderTests {
             $0.logger = logger
             $0.security.plainHTTP = .refused
             $0.cache = HTTPCache()
+            $0.resilience = .init(
+                retryBudget: RetryBudget(),
+                circuitBreaker: CircuitBreaker(),
+                concurrencyLimit: ConcurrencyLimit(maximumInFlight: 4),
+                sharedBackoff: SharedBackoff(),
+                hedging: Hedging(after: .fixed(.milliseconds(100))),
+                coalescing: Coalescing()
+            )
         }
     }
 

@@ -59,6 +59,8 @@ public final class Client: Sendable {
     /// fails with it rather than go out unchecked.
     let pinningConflict: TrellisError?
     let authorizer: AccessTokenAuthorizer
+    /// What the resilience policies know about each origin, shared with derived clients.
+    let resilience: ResilienceState
     let base: Result<BaseURL, TrellisError>
     let pipeline: Pipeline
 
@@ -98,6 +100,7 @@ public final class Client: Sendable {
             transport: transport ?? Transports.platformDefault(pinning: pinning, connectivity: configuration.connectivity),
             pinningConflict: Self.pinningConflict(pinning, transport: transport),
             authorizer: AccessTokenAuthorizer(settings: configuration.accessTokens, base: try? base.get()),
+            resilience: ResilienceState(configuration.resilience),
             middlewares: middlewares,
             configuration: configuration
         )
@@ -109,6 +112,7 @@ public final class Client: Sendable {
         transport: any Transport,
         pinningConflict: TrellisError?,
         authorizer: AccessTokenAuthorizer,
+        resilience: ResilienceState,
         middlewares: [any Middleware],
         configuration: Configuration
     ) {
@@ -117,6 +121,7 @@ public final class Client: Sendable {
         self.transport = transport
         self.pinningConflict = pinningConflict
         self.authorizer = authorizer
+        self.resilience = resilience
         self.configuration = configuration
         var chain = middlewares
         let interceptors = configuration.interceptors
@@ -136,7 +141,8 @@ public final class Client: Sendable {
                 authorizer: authorizer,
                 client: reference,
                 pinningConflict: pinningConflict,
-                transport: transport
+                transport: transport,
+                resilience: resilience
             )
         )
         reference.client = self
@@ -153,6 +159,7 @@ public final class Client: Sendable {
             transport: transport,
             pinningConflict: pinningConflict,
             authorizer: authorizer,
+            resilience: resilience,
             // The interceptors are already a middleware of ours, so they are not added twice.
             middlewares: middlewares + extra,
             configuration: { var plain = configuration; plain.interceptors = .init(); return plain }()

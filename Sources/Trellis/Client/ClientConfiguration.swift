@@ -51,6 +51,9 @@ extension Client {
         /// How servers are reached: proxies, name overrides, TLS trust and the client's
         /// certificate, and connection settings. Direct, with system trust, by default.
         public var connectivity = Connectivity()
+        /// Policies that span calls to an origin: a retry budget, a circuit breaker, a
+        /// concurrency limit, shared backoff, hedging and coalescing. None by default.
+        public var resilience = Resilience()
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

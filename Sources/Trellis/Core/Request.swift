@@ -149,9 +149,13 @@ public struct Request: Sendable {
     }
 
     static func origin(scheme: String, authority: String) -> String {
-        let scheme = scheme.lowercased()
-        var authority = authority.lowercased()
-        let hasPort = authority.hasPrefix("[") ? authority.contains("]:") : authority.contains(":")
+        // Lowercased only when there is something to lower: most are already.
+        let hasUppercase = { (text: String) in text.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }
+        let scheme = hasUppercase(scheme) ? scheme.lowercased() : scheme
+        var authority = hasUppercase(authority) ? authority.lowercased() : authority
+        // The standard library's own checks: `contains` with a string argument is Foundation's,
+        // several times slower, and resilience policies read an origin on every attempt.
+        let hasPort = authority.hasPrefix("[") ? !authority.hasSuffix("]") : authority.contains(":" as Character)
         if !hasPort { authority += scheme == "https" ? ":443" : ":80" }
         return scheme + "://" + authority
     }

@@ -47,6 +47,11 @@ public enum TrellisError: Error, Sendable {
     /// A WebSocket conversation ended with a close code other than 1000 (normal closure):
     /// the server's, or the one Trellis sent for a message it could not accept.
     case webSocketClosed(WebSocketClosure)
+    /// One of the client's resilience policies (``Client/Configuration-swift.struct/resilience``)
+    /// refused the call before it was sent: the origin's circuit is open, the wait for the
+    /// concurrency limit ran out, or the origin asked for a pause longer than the client waits.
+    /// Nothing was sent; the refusal names the origin and when it may be tried again.
+    case callRefused(CallRefusal)
 }
 
 extension TrellisError: CustomStringConvertible, LocalizedError {
@@ -66,6 +71,7 @@ extension TrellisError: CustomStringConvertible, LocalizedError {
         case .preconditionFailed(let failure): "precondition failed, nothing sent: \(failure)"
         case .validationFailed(let failure): "response validation failed: \(failure)"
         case .webSocketClosed(let closure): "the WebSocket was closed: \(closure)"
+        case .callRefused(let refusal): refusal.description
         }
     }
 

@@ -90,6 +90,25 @@ final class CallObservation: Sendable {
         for monitor in monitors { monitor.accessTokenRefreshed(label: label, for: request) }
     }
 
+    func resilienceEvent(_ event: ResilienceEvent, for request: Request) {
+        if let span {
+            var attributes: SpanAttributes = [:]
+            attributes["trellis.resilience.origin"] = event.origin
+            if case .callRefused(let refusal) = event { attributes["trellis.resilience.refusal"] = refusal.description }
+            span.addEvent(SpanEvent(name: event.name, attributes: attributes))
+        }
+        if let metricsFactory {
+            let (host, port) = request.server
+            let counter = Counter(
+                label: "trellis.resilience.events",
+                dimensions: [("trellis.resilience.event", event.name), ("server.address", host), ("server.port", String(port))],
+                factory: metricsFactory
+            )
+            counter.increment()
+        }
+        for monitor in monitors { monitor.resilienceEvent(event, for: request) }
+    }
+
     /// The `error.type` OpenTelemetry asks for: the status code for a refused status, the
     /// ``TrellisError`` case otherwise (`timedOut`, `connectionFailed`, …), or the error's type.
     static func errorType(_ error: any Error) -> String {

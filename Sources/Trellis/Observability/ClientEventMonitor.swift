@@ -34,6 +34,10 @@ public protocol ClientEventMonitor: Sendable {
     /// The access token stored under `label` was refreshed (or a refresh another call started
     /// was waited for) before `request` was sent.
     func accessTokenRefreshed(label: String, for request: Request)
+    /// A resilience policy acted on the call: a retry refused by the budget, a hedge sent, a
+    /// circuit opened, a wait for the concurrency limit or a shared pause, a call joined to
+    /// another or refused.
+    func resilienceEvent(_ event: ResilienceEvent, for request: Request)
     /// The call has ended: its response is returned (its head, for a streamed call), or it
     /// failed.
     func callFinished(_ call: CallSummary)
@@ -47,6 +51,7 @@ extension ClientEventMonitor {
     public func retryScheduled(retry: Int, delay: Duration, cause: RetryCause, for request: Request) {}
     public func redirectFollowed(from request: Request, to redirected: Request, status: HTTPResponse.Status) {}
     public func accessTokenRefreshed(label: String, for request: Request) {}
+    public func resilienceEvent(_ event: ResilienceEvent, for request: Request) {}
     public func callFinished(_ call: CallSummary) {}
 }
 

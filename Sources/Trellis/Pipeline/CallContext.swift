@@ -14,9 +14,21 @@ struct CallContext: Sendable {
     /// given without an origin of their own are sent to it alone. `nil` on the first hop,
     /// whose origin is the request's.
     var origin: String?
+    /// The origin of the attempt under way, as the resilience stages key their state: worked
+    /// out by the first of them and shared with the rest (``originOfAttempt(_:)``).
+    var attemptOrigin: String?
 
     init(bufferLimit: Int? = nil) {
         self.bufferLimit = bufferLimit
+    }
+
+    /// `request`'s origin, `scheme://host:port`, made once per attempt: each resilience stage
+    /// needs it, and making it is most of what an idle one costs.
+    mutating func originOfAttempt(_ request: Request) -> String {
+        if let attemptOrigin { return attemptOrigin }
+        let origin = request.origin
+        attemptOrigin = origin
+        return origin
     }
 
     /// The limits the transport is given: those of the attempt, or, for a pipeline without

@@ -19,6 +19,7 @@ final class Pipeline: Sendable {
         var client: ClientReference
         var pinningConflict: TrellisError?
         var transport: any Transport
+        var resilience: ResilienceState
     }
 
     /// A client's pipeline: ``stages(for:)`` in front of its transport.
@@ -42,8 +43,9 @@ final class Pipeline: Sendable {
         let hopMiddlewares = settings.middlewares.filter { $0.scope == .hop }.map(asStage)
         var stages: [any Stage] = []
         // Once per call: the call's span and metrics around everything, the caller's
-        // middlewares (the client's, then a service's), then the checks before and after, and
-        // the retries, each attempt with its time limits.
+        // middlewares (the client's, then a service's), then the checks before and after,
+        // coalescing, and the retries; each attempt with its hedges, the resilience policies
+        // of its origin and its time limits.
         stages.append(ObservationStage(settings: configuration.observability))
         stages += callMiddlewares
         stages.append(PreconditionStage(preconditions: configuration.validation.preconditions))
@@ -51,7 +53,16 @@ final class Pipeline: Sendable {
             validations: configuration.validation.validations,
             acceptedStatuses: configuration.validation.acceptedStatuses
         ))
-        stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger))
+        let resilience = settings.resilience
+        if let calls = resilience.calls { stages.append(CoalescingStage(calls: calls)) }
+        stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets))
+        if let hedging = resilience.hedging, let latencies = resilience.latencies {
+            stages.append(HedgingStage(hedging: hedging, latencies: latencies, budgets: resilience.budgets))
+        }
+        if let circuits = resilience.circuits { stages.append(CircuitBreakerStage(circuits: circuits)) }
+        if let pauses = resilience.pauses { stages.append(SharedBackoffStage(pauses: pauses)) }
+        if let slots = resilience.slots { stages.append(ConcurrencyLimitStage(slots: slots)) }
+        if let budgets = resilience.budgets { stages.append(RetryBudgetStage(budgets: budgets, policy: configuration.retry)) }
         stages.append(TimeLimitStage(timeouts: configuration.timeouts))
         stages.append(RedirectStage(
             policy: configuration.redirects,

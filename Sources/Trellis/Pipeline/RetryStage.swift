@@ -10,6 +10,8 @@ import Logging
 struct RetryStage: Stage {
     let policy: RetryPolicy
     let logger: Logger
+    /// The client's retry budgets (``RetryBudget``), which each retry must be allowed by.
+    var budgets: OriginStates<RetryTokens>? = nil
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let maximumRetries = request.maximumRetries
@@ -34,7 +36,8 @@ struct RetryStage: Stage {
             do {
                 let response = try await next(request, call)
                 guard retries, policy.retryableStatuses.contains(response.status.code),
-                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited)
+                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited),
+                    budgetAllows(request, call)
                 else { return response }
                 await response.body.discard()
                 wait = delay
@@ -58,7 +61,8 @@ struct RetryStage: Stage {
                     continue
                 }
                 guard retries, policy.isRetryable(error),
-                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited)
+                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited),
+                    budgetAllows(request, call)
                 else { throw error }
                 wait = delay
                 logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
@@ -69,6 +73,19 @@ struct RetryStage: Stage {
             waited += wait
             retry += 1
         }
+    }
+
+    /// Whether the origin's retry budget, if the client has one, allows another attempt; a
+    /// refusal is reported.
+    private func budgetAllows(_ request: Request, _ call: CallContext) -> Bool {
+        guard let budgets else { return true }
+        let origin = request.origin
+        let budget = budgets.retryAllowance(origin)
+        if !budget.allowed {
+            logger.debug("\(RequestLog.summary(request)): not retried, the retry budget of \(origin) is spent")
+            call.observation?.resilienceEvent(.retryRefusedByBudget(origin: origin, tokens: budget.tokens), for: request)
+        }
+        return budget.allowed
     }
 
     /// How many times a request that broke on the bytes a previous answer left on its pooled

@@ -18,6 +18,8 @@ final class ScriptedServer: StoppableTestServer {
         let target: String
         /// Which request of its connection this was, from 1.
         let numberOnConnection: Int
+        /// When the server read it.
+        var arrived = ContinuousClock.now
 
         /// The value of the first header field named `name` (any case), trimmed.
         func field(_ name: String) -> String? {
@@ -36,8 +38,23 @@ final class ScriptedServer: StoppableTestServer {
     /// What a script returns to answer nothing and keep the connection open: a server that stalls.
     static let noAnswer = "\u{0}no answer"
 
+    /// What a script returns to hold `answer` back until the test calls ``releaseHeld()``.
+    static func held(_ answer: String) -> String { heldMark + answer }
+    private static let heldMark = "\u{0}held\u{0}"
+
+    /// Answers held back, the most unanswered at once, and whether they are all let go.
+    struct Held {
+        var waiting: [(channel: any Channel, answer: String)] = []
+        var mostAtOnce = 0
+    }
+
     private let channel: any Channel
     private let received = NIOLockedValueBox<[Received]>([])
+    private let heldAnswers = NIOLockedValueBox(Held())
+    /// Yields each request as it is read.
+    let arrivals: AsyncStream<Received>
+    /// Yields each time a connection closes, by either side.
+    let closes: AsyncStream<Void>
 
     var url: URL { URL(string: "http://127.0.0.1:\(channel.localAddress!.port!)")! }
     /// Every request read, in order.
@@ -45,7 +62,26 @@ final class ScriptedServer: StoppableTestServer {
 
     init(_ script: @escaping Script) async throws {
         let received = self.received
-        channel = try await RawListener.bind { Handler(script: script, received: received) }
+        let held = self.heldAnswers
+        let (arrivals, arrivalSink) = AsyncStream.makeStream(of: Received.self)
+        let (closes, closeSink) = AsyncStream.makeStream(of: Void.self)
+        self.arrivals = arrivals
+        self.closes = closes
+        channel = try await RawListener.bind {
+            Handler(script: script, received: received, held: held, arrivalSink: arrivalSink, closeSink: closeSink)
+        }
+    }
+
+    /// The most answers held back at one time so far.
+    var mostHeldAtOnce: Int { heldAnswers.withLockedValue { $0.mostAtOnce } }
+
+    /// Sends every answer held back so far.
+    func releaseHeld() {
+        let waiting = heldAnswers.withLockedValue { held in
+            defer { held.waiting = [] }
+            return held.waiting
+        }
+        for (channel, answer) in waiting { channel.writeAndFlush(ByteBuffer(string: answer), promise: nil) }
     }
 
     func stop() async throws {
@@ -63,12 +99,29 @@ final class ScriptedServer: StoppableTestServer {
 
         let script: Script
         let received: NIOLockedValueBox<[Received]>
+        let held: NIOLockedValueBox<Held>
+        let arrivalSink: AsyncStream<Received>.Continuation
+        let closeSink: AsyncStream<Void>.Continuation
         private var buffered: [UInt8] = []
         private var requestsOnConnection = 0
 
-        init(script: @escaping Script, received: NIOLockedValueBox<[Received]>) {
+        init(
+            script: @escaping Script,
+            received: NIOLockedValueBox<[Received]>,
+            held: NIOLockedValueBox<Held>,
+            arrivalSink: AsyncStream<Received>.Continuation,
+            closeSink: AsyncStream<Void>.Continuation
+        ) {
             self.script = script
             self.received = received
+            self.held = held
+            self.arrivalSink = arrivalSink
+            self.closeSink = closeSink
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            closeSink.yield()
+            context.fireChannelInactive()
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -86,6 +139,16 @@ final class ScriptedServer: StoppableTestServer {
                 )
                 self.received.withLockedValue { $0.append(received) }
                 let answer = script(received)
+                if answer.hasPrefix(ScriptedServer.heldMark) {
+                    let channel = context.channel
+                    held.withLockedValue { held in
+                        held.waiting.append((channel, String(answer.dropFirst(ScriptedServer.heldMark.count))))
+                        held.mostAtOnce = max(held.mostAtOnce, held.waiting.count)
+                    }
+                    arrivalSink.yield(received)
+                    continue
+                }
+                arrivalSink.yield(received)
                 if answer == ScriptedServer.noAnswer { continue }
                 guard !answer.isEmpty else {
                     context.close(promise: nil)

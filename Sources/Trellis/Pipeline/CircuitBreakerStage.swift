@@ -1,0 +1,59 @@
+import Foundation
+
+/// The origin's ``CircuitBreaker`` around each attempt: refuses it while the circuit is open,
+/// lets it through as a probe when the cool-down is over, and records how it ended.
+struct CircuitBreakerStage: Stage {
+    let circuits: OriginStates<CircuitState>
+
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        let breaker = circuits.settings
+        var call = call
+        let origin = call.originOfAttempt(request)
+        let probe: Bool
+        switch circuits.update(origin, { $0.admit(at: breaker.now(), breaker) }) {
+        case .pass:
+            probe = false
+        case .probe(let halfOpened):
+            probe = true
+            if halfOpened { call.observation?.resilienceEvent(.circuitHalfOpened(origin: origin), for: request) }
+        case .refuse(let reason, let retryAt, let detail):
+            let refusal = CallRefusal(request: request, origin: origin, reason: reason, retryAt: retryAt.map(date), detail: detail)
+            call.observation?.resilienceEvent(.callRefused(refusal), for: request)
+            throw TrellisError.callRefused(refusal)
+        }
+        let response: Response<ResponseBody>
+        do {
+            response = try await next(request, call)
+        } catch {
+            if CircuitBreaker.isFailure(error) {
+                record(failed: true, probe: probe, origin: origin, request: request, call: call)
+            } else if error is CancellationError || Task.isCancelled {
+                if probe { circuits.update(origin) { $0.releaseProbe() } }
+            } else {
+                // The server answered, though not with something the call could use.
+                record(failed: false, probe: probe, origin: origin, request: request, call: call)
+            }
+            throw error
+        }
+        record(failed: breaker.isFailure(response.status), probe: probe, origin: origin, request: request, call: call)
+        return response
+    }
+
+    private func record(failed: Bool, probe: Bool, origin: String, request: Request, call: CallContext) {
+        let breaker = circuits.settings
+        let change = circuits.update(origin) { $0.record(failed: failed, probe: probe, at: breaker.now(), breaker) }
+        switch change {
+        case .opened(let until, let detail):
+            call.observation?.resilienceEvent(.circuitOpened(origin: origin, until: date(until), detail: detail), for: request)
+        case .closed:
+            call.observation?.resilienceEvent(.circuitClosed(origin: origin), for: request)
+        case nil:
+            break
+        }
+    }
+
+    /// `instant` of the breaker's clock as a date, for errors and events.
+    private func date(_ instant: ContinuousClock.Instant) -> Date {
+        Date().addingTimeInterval((instant - circuits.settings.now()).inSeconds)
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+
+/// Holds each attempt until the origin's pause (``SharedBackoff``) is over, and starts a
+/// pause when a response asks for one.
+struct SharedBackoffStage: Stage {
+    let pauses: OriginStates<BackoffPause>
+
+    func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        let backoff = pauses.settings
+        var call = call
+        let origin = call.originOfAttempt(request)
+        // Again after each wait: another answer may have made the pause longer meanwhile.
+        while let until = pauses.update(origin, { $0.until }), case let now = ContinuousClock.now, until > now {
+            let ends = Date().addingTimeInterval((until - now).inSeconds)
+            guard until - now <= backoff.maximumWait else {
+                let refusal = CallRefusal(
+                    request: request, origin: origin, reason: .rateLimited, retryAt: ends,
+                    detail: "\(String(format: "%.1f", (until - now).inSeconds)) s more, longer than the \(backoff.maximumWait) the client waits"
+                )
+                call.observation?.resilienceEvent(.callRefused(refusal), for: request)
+                throw TrellisError.callRefused(refusal)
+            }
+            call.observation?.resilienceEvent(.waitedForBackoff(origin: origin, until: ends), for: request)
+            try await Task.sleep(until: until, clock: .continuous)
+        }
+        let response = try await next(request, call)
+        if let pause = backoff.pause(askedBy: response.head) {
+            let until = ContinuousClock.now + pause
+            pauses.update(origin) { state in state.until = max(state.until ?? until, until) }
+            call.observation?.resilienceEvent(
+                .backoffStarted(origin: origin, status: response.status.code, until: Date().addingTimeInterval(pause.inSeconds)),
+                for: request
+            )
+        }
+        return response
+    }
+}

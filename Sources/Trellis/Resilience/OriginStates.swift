@@ -1,0 +1,40 @@
+import NIOConcurrencyHelpers
+
+/// What one resilience policy keeps about one origin.
+protocol OriginState: Sendable {
+    associatedtype Settings: Sendable
+    /// The state of an origin the policy knows nothing about yet.
+    init(_ settings: Settings)
+    /// Whether the state is no different from a new one's, so that it may be forgotten.
+    func isIdle(_ settings: Settings) -> Bool
+}
+
+/// A policy's state for every origin a client calls, behind one lock.
+///
+/// The table holds at most ``capacity`` origins that are not idle: when it is full, idle ones
+/// are forgotten first, so a client that calls endless origins does not keep them all. An
+/// origin with calls in flight is never idle, so the table only outgrows its capacity by
+/// what is in flight.
+final class OriginStates<State: OriginState>: Sendable {
+    let settings: State.Settings
+    private let states = NIOLockedValueBox<[String: State]>([:])
+
+    static var capacity: Int { 1024 }
+
+    init(_ settings: State.Settings) {
+        self.settings = settings
+    }
+
+    /// Runs `body` on the state of `origin`, under the lock.
+    func update<Result>(_ origin: String, _ body: (inout State) -> Result) -> Result {
+        states.withLockedValue { states in
+            if states[origin] == nil, states.count >= Self.capacity {
+                states = states.filter { !$0.value.isIdle(settings) }
+            }
+            return body(&states[origin, default: State(settings)])
+        }
+    }
+
+    /// How many origins the table holds, for tests.
+    var count: Int { states.withLockedValue { $0.count } }
+}

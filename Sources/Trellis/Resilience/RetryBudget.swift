@@ -1,0 +1,56 @@
+/// A budget of retries per origin, with gRPC's retry throttling rules: when an origin's
+/// calls keep failing, the client stops retrying them, so that retries do not multiply the
+/// load on a server that is already struggling.
+///
+/// Each origin has a bucket of ``maximumTokens`` tokens, full at first. An attempt that fails
+/// in a way the retry policy retries (a retryable status, a broken connection, a timeout)
+/// takes one token; an attempt that gets any other answer puts back ``tokenRatio`` of one.
+/// While the bucket holds half its tokens or fewer, failed calls are not retried and calls are
+/// not hedged (``Hedging``); they fail, or return their response, as they are. Each retry the
+/// budget refuses is a ``ResilienceEvent/retryRefusedByBudget(origin:tokens:)``.
+///
+/// With the defaults (100 tokens, 0.1 back per answer), an origin that fails everything
+/// allows about 50 failed attempts in all before retries stop, and retries resume after about
+/// ten answers for each token missing above half.
+///
+/// ```swift
+/// let client = Client(baseURL: url) {
+///     $0.retry = .standard
+///     $0.resilience.retryBudget = RetryBudget(maximumTokens: 10, tokenRatio: 0.1)
+/// }
+/// ```
+public struct RetryBudget: Sendable {
+    /// The bucket's size, from 1 to 1000, as gRPC allows.
+    public var maximumTokens: Double
+    /// What each answered attempt puts back, from 0 to 1.
+    public var tokenRatio: Double
+
+    /// A budget; `maximumTokens` is held to 1...1000 and `tokenRatio` to 0...1.
+    public init(maximumTokens: Double = 100, tokenRatio: Double = 0.1) {
+        self.maximumTokens = min(1000, max(1, maximumTokens))
+        self.tokenRatio = min(1, max(0, tokenRatio))
+    }
+}
+
+/// One origin's bucket of retry tokens.
+struct RetryTokens: OriginState {
+    var tokens: Double
+
+    init(_ budget: RetryBudget) { tokens = budget.maximumTokens }
+
+    /// A full bucket is what a new origin gets, so forgetting it loses nothing.
+    func isIdle(_ budget: RetryBudget) -> Bool { tokens >= budget.maximumTokens }
+
+    mutating func recordFailure() { tokens = max(0, tokens - 1) }
+
+    mutating func recordAnswer(_ budget: RetryBudget) { tokens = min(budget.maximumTokens, tokens + budget.tokenRatio) }
+
+    func allowsRetry(_ budget: RetryBudget) -> Bool { tokens > budget.maximumTokens / 2 }
+}
+
+extension OriginStates where State == RetryTokens {
+    /// Whether `origin`'s budget allows a retry or a hedge now, and the tokens it holds.
+    func retryAllowance(_ origin: String) -> (allowed: Bool, tokens: Double) {
+        update(origin) { ($0.allowsRetry(settings), $0.tokens) }
+    }
+}

@@ -1,0 +1,93 @@
+public import Foundation
+public import HTTPTypes
+
+/// Backoff shared by every call to an origin: when the origin answers one call with a
+/// ``statuses`` status (`429 Too Many Requests` or `503 Service Unavailable`) and says how
+/// long to wait (`Retry-After`, or the rate-limit reset field you name), every call to that
+/// origin waits until then before it is sent, instead of the next hundred calls hitting it
+/// at once. Retries wait too.
+///
+/// A call that would wait longer than ``maximumWait`` fails at once with
+/// ``TrellisError/callRefused(_:)``, naming the origin and when the pause ends. The response
+/// that asked for the pause is returned to its caller as it is (and retried, when the retry
+/// policy says so).
+///
+/// ```swift
+/// let client = Client(baseURL: url) {
+///     $0.resilience.sharedBackoff = SharedBackoff(
+///         resetField: RateLimitReset(HTTPField.Name("X-RateLimit-Reset")!, meaning: .unixTime)
+///     )
+/// }
+/// ```
+public struct SharedBackoff: Sendable {
+    /// The statuses whose pause is shared: 429 and 503 unless you say otherwise.
+    public var statuses: Set<Int>
+    /// A field that says when a rate limit resets, read when `Retry-After` is absent.
+    public var resetField: RateLimitReset?
+    /// The longest a call waits for a pause to end; a longer pause refuses calls at once.
+    public var maximumWait: Duration
+    /// The current time, for `Retry-After` dates and reset times; a test may give its own.
+    public var now: @Sendable () -> Date
+
+    /// Shared backoff for `statuses`, waiting at most `maximumWait`.
+    public init(
+        statuses: Set<Int> = [429, 503],
+        resetField: RateLimitReset? = nil,
+        maximumWait: Duration = .seconds(60),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.statuses = statuses
+        self.resetField = resetField
+        self.maximumWait = max(.zero, maximumWait)
+        self.now = now
+    }
+
+    /// The pause `head` asks for, when its status is one of ``statuses`` and it names one.
+    func pause(askedBy head: HTTPResponse) -> Duration? {
+        guard statuses.contains(head.status.code) else { return nil }
+        let now = now()
+        if let value = head.headerFields[.retryAfter], let delay = RetryAfter.delay(value, now: now) {
+            return delay > .zero ? delay : nil
+        }
+        guard let resetField, let value = head.headerFields[resetField.field],
+            let number = Double(value.trimmingCharacters(in: .whitespaces)), number.isFinite
+        else { return nil }
+        let seconds = switch resetField.meaning {
+        case .secondsFromNow: number
+        case .unixTime: number - now.timeIntervalSince1970
+        }
+        return seconds > 0 ? .saturating(seconds: seconds) : nil
+    }
+}
+
+/// A response field that says when a rate limit resets (GitHub's `X-RateLimit-Reset`, the
+/// IETF draft's `RateLimit-Reset`), for ``SharedBackoff``.
+public struct RateLimitReset: Sendable {
+    /// How the field's number reads.
+    public enum Meaning: Sendable {
+        /// Seconds from now, as `Retry-After` and the IETF draft's `RateLimit-Reset` count.
+        case secondsFromNow
+        /// Seconds since 1970-01-01 UTC, as GitHub's `X-RateLimit-Reset` counts.
+        case unixTime
+    }
+
+    /// The field's name.
+    public var field: HTTPField.Name
+    /// How its number reads.
+    public var meaning: Meaning
+
+    /// The field `field`, read as `meaning` says.
+    public init(_ field: HTTPField.Name, meaning: Meaning) {
+        self.field = field
+        self.meaning = meaning
+    }
+}
+
+/// One origin's pause: when calls to it may go again.
+struct BackoffPause: OriginState {
+    var until: ContinuousClock.Instant?
+
+    init(_ backoff: SharedBackoff) {}
+
+    func isIdle(_ backoff: SharedBackoff) -> Bool { until.map { $0 <= .now } ?? true }
+}

@@ -1,0 +1,547 @@
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import Testing
+@testable import Trellis
+
+/// Each resilience policy against a real in-process server whose failures the test scripts.
+@Suite("Resilience across calls", .timeLimit(.minutes(1)))
+struct ResilienceTests {
+    // MARK: Retry budget
+
+    /// gRPC's retry throttling, token by token: 10 tokens, 0.1 back per answer, retries only
+    /// while more than 5 are left. A failed attempt takes a token before the retry is decided.
+    @Test func theRetryBudgetStopsRetriesAtTheRateGRPCSpecifies() async throws {
+        let failing = NIOLockedValueBox(true)
+        try await ScriptedServer.with({ _ in
+            failing.withLockedValue { $0 } ? ScriptedServer.response("503 Service Unavailable") : ScriptedServer.response("200 OK", body: "ok")
+        }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+                $0.resilience.retryBudget = RetryBudget(maximumTokens: 10, tokenRatio: 0.1)
+                $0.observability.eventMonitors = [events]
+            }
+            let request = try Request(method: .get, url: server.url.appending(path: "items"))
+            func requestsSent(by call: () async throws -> Void) async throws -> Int {
+                let before = server.requests.count
+                try await call()
+                return server.requests.count - before
+            }
+            let failingCall = { _ = try? await client.data(for: request) }
+            // 10 -> 9, 8, 7, 6: the first call is retried as often as its policy allows.
+            #expect(try await requestsSent(by: failingCall) == 4)
+            // 6 -> 5: at half, no retry; 5 -> 4: none either.
+            #expect(try await requestsSent(by: failingCall) == 1)
+            #expect(try await requestsSent(by: failingCall) == 1)
+            #expect(events.names == ["retry_refused_by_budget", "retry_refused_by_budget"])
+
+            // 21 answers put 2.1 tokens back: 6.1.
+            failing.withLockedValue { $0 = false }
+            for _ in 0..<21 { _ = try await client.data(for: request) }
+            failing.withLockedValue { $0 = true }
+            // 6.1 -> 5.1, still above half: one retry; 5.1 -> 4.1: no more.
+            #expect(try await requestsSent(by: failingCall) == 2)
+            #expect(events.names.count == 3)
+        }
+    }
+
+    /// Budgets are per origin: one origin's failures do not stop retries to another.
+    @Test func theRetryBudgetIsKeptPerOrigin() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable") }) { failing in
+            try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable") }) { other in
+                let client = Client(baseURL: failing.url) {
+                    $0.retry = RetryPolicy(maximumRetries: 1, sleep: { _ in })
+                    $0.resilience.retryBudget = RetryBudget(maximumTokens: 2, tokenRatio: 0.1)
+                }
+                // 2 -> 1: at half, no retry.
+                _ = try? await client.data(for: Request(method: .get, url: failing.url))
+                #expect(failing.requests.count == 1)
+                _ = try? await client.data(for: Request(method: .get, url: other.url))
+                #expect(other.requests.count == 1)
+            }
+        }
+    }
+
+    // MARK: Circuit breaker
+
+    @Test func theCircuitBreakerOpensFailsFastProbesAndCloses() async throws {
+        let failing = NIOLockedValueBox(true)
+        try await ScriptedServer.with({ _ in
+            failing.withLockedValue { $0 } ? ScriptedServer.response("500 Internal Server Error") : ScriptedServer.response("200 OK", body: "ok")
+        }) { server in
+            let clock = ManualInstantClock()
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.circuitBreaker = CircuitBreaker(
+                    opensAfter: .consecutiveFailures(3), coolDown: .seconds(30), probes: 2, now: clock.now
+                )
+                $0.observability.eventMonitors = [events]
+            }
+            let request = try Request(method: .get, url: server.url.appending(path: "report"))
+            for _ in 0..<3 { _ = try? await client.data(for: request) }
+            #expect(server.requests.count == 3)
+            #expect(events.names == ["circuit_opened"])
+
+            // Open: refused at once, nothing sent, the error names the origin and the time.
+            let refusal = try await refusalOf(client, request)
+            #expect(refusal.reason == .circuitOpen)
+            #expect(refusal.origin == "http://127.0.0.1:\(server.url.port!)")
+            #expect(refusal.description.contains("3 failures in a row"))
+            let retryAt = try #require(refusal.retryAt)
+            #expect(retryAt.timeIntervalSinceNow > 25 && retryAt.timeIntervalSinceNow <= 30)
+            #expect(server.requests.count == 3)
+
+            // After the cool-down, two probes must answer before it closes.
+            clock.advance(by: .seconds(30))
+            failing.withLockedValue { $0 = false }
+            _ = try await client.data(for: request)
+            _ = try await client.data(for: request)
+            #expect(server.requests.count == 5)
+            #expect(events.names == ["circuit_opened", "call_refused", "circuit_half_opened", "circuit_closed"])
+
+            // Closed again: a failing probe would have opened it; a new run of failures does.
+            failing.withLockedValue { $0 = true }
+            for _ in 0..<3 { _ = try? await client.data(for: request) }
+            clock.advance(by: .seconds(30))
+            _ = try? await client.data(for: request)  // the probe fails: open again
+            #expect(try await refusalOf(client, request).reason == .circuitOpen)
+            #expect(server.requests.count == 9)
+            #expect(events.names.suffix(4) == ["circuit_opened", "circuit_half_opened", "circuit_opened", "call_refused"])
+        }
+    }
+
+    /// Refused attempts are not retried: the retry policy sees a refusal, not a failure.
+    @Test func anOpenCircuitIsNotRetried() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable") }) { server in
+            let client = Client(baseURL: server.url) {
+                $0.retry = RetryPolicy(maximumRetries: 5, sleep: { _ in })
+                $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(2))
+            }
+            let request = try Request(method: .get, url: server.url)
+            let refusal = try await refusalOf(client, request)
+            #expect(refusal.reason == .circuitOpen)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test func aFailureRateOverTheWindowOpensTheCircuit() {
+        let breaker = CircuitBreaker(opensAfter: .failureRate(0.5, minimumCalls: 10, window: .seconds(10)))
+        var state = CircuitState(breaker)
+        let start = ContinuousClock.now
+        // Four answers and five failures: nine attempts, under the minimum.
+        for index in 0..<9 {
+            #expect(state.record(failed: index % 2 == 1 || index == 8, probe: false, at: start, breaker) == nil)
+        }
+        // The tenth, a failure: 6 of 10.
+        let change = state.record(failed: true, probe: false, at: start + .seconds(1), breaker)
+        guard case .opened(_, let detail) = change else {
+            Issue.record("the circuit did not open: \(String(describing: change))")
+            return
+        }
+        #expect(detail.contains("6 of the last 10"))
+        // Outcomes that fell out of the window count no more.
+        var later = CircuitState(breaker)
+        for _ in 0..<9 { _ = later.record(failed: true, probe: false, at: start, breaker) }
+        #expect(later.record(failed: true, probe: false, at: start + .seconds(11), breaker) == nil)
+    }
+
+    // MARK: Concurrency limit
+
+    @Test func theConcurrencyLimitKeepsAtMostNInFlight() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "ok")) }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.concurrencyLimit = ConcurrencyLimit(maximumInFlight: 3)
+                $0.observability.eventMonitors = [events]
+            }
+            let request = try Request(method: .get, url: server.url.appending(path: "work"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<12 { group.addTask { _ = try await client.data(for: request) } }
+                // Three go, nine wait in line.
+                await events.count(named: "concurrency_limit_reached", reaching: 9)
+                var arrivals = server.arrivals.makeAsyncIterator()
+                // Three at a time: the next three come only when the server answers these.
+                for _ in 0..<4 {
+                    for _ in 0..<3 { _ = await arrivals.next() }
+                    server.releaseHeld()
+                }
+                try await group.waitForAll()
+            }
+            #expect(server.requests.count == 12)
+            #expect(server.mostHeldAtOnce == 3)
+            #expect(events.names == Array(repeating: "concurrency_limit_reached", count: 9))
+        }
+    }
+
+    @Test func aCallThatWaitsTooLongForTheConcurrencyLimitIsRefused() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "ok")) }) { server in
+            let client = Client(baseURL: server.url) {
+                $0.resilience.concurrencyLimit = ConcurrencyLimit(maximumInFlight: 1, maximumWait: .milliseconds(50))
+            }
+            let request = try Request(method: .get, url: server.url)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await client.data(for: request) }
+                var arrivals = server.arrivals.makeAsyncIterator()
+                _ = await arrivals.next()
+                let refusal = try await refusalOf(client, request)
+                #expect(refusal.reason == .concurrencyLimit)
+                #expect(refusal.description.contains("waited"))
+                server.releaseHeld()
+                try await group.waitForAll()
+            }
+            #expect(server.requests.count == 1)
+            // The place came back: the next call goes at once.
+            let next = Task { try await client.data(for: request) }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            _ = await arrivals.next()
+            server.releaseHeld()
+            _ = try await next.value
+        }
+    }
+
+    // MARK: Shared backoff
+
+    /// One `429 Retry-After: 2` pauses every caller: none of the 50 that come after it reaches
+    /// the server before the two seconds are over.
+    @Test func aRetryAfterHoldsEveryCallerUntilItsTime() async throws {
+        let answered = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+        try await ScriptedServer.with({ received in
+            answered.withLockedValue { first in
+                guard first == nil else { return ScriptedServer.response("200 OK", body: "ok") }
+                first = received.arrived
+                return ScriptedServer.response("429 Too Many Requests", ["Retry-After: 2"])
+            }
+        }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.sharedBackoff = SharedBackoff()
+                $0.observability.eventMonitors = [events]
+            }
+            let request = try Request(method: .get, url: server.url.appending(path: "quota"))
+            await #expect(throws: TrellisError.self) { try await client.data(for: request) }
+            let pauseAsked = try #require(answered.withLockedValue { $0 })
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<50 { group.addTask { _ = try await client.data(for: request) } }
+                try await group.waitForAll()
+            }
+            let later = server.requests.dropFirst()
+            #expect(later.count == 50)
+            #expect(later.allSatisfy { $0.arrived >= pauseAsked + .seconds(2) })
+            #expect(events.names.filter { $0 == "waited_for_backoff" }.count == 50)
+            #expect(events.names.first == "backoff_started")
+        }
+    }
+
+    @Test func aPauseLongerThanTheClientWaitsRefusesCallsAtOnce() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable", ["Retry-After: 3600"]) }) { server in
+            let client = Client(baseURL: server.url) { $0.resilience.sharedBackoff = SharedBackoff(maximumWait: .seconds(5)) }
+            let request = try Request(method: .get, url: server.url)
+            _ = try? await client.data(for: request)
+            let refusal = try await refusalOf(client, request)
+            #expect(refusal.reason == .rateLimited)
+            #expect(refusal.description.contains("longer than the 5.0 seconds the client waits"))
+            let retryAt = try #require(refusal.retryAt)
+            #expect(retryAt.timeIntervalSinceNow > 3500)
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func aRateLimitResetFieldIsReadWhenRetryAfterIsAbsent() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let field = try #require(HTTPField.Name("X-RateLimit-Reset"))
+        let unix = SharedBackoff(resetField: RateLimitReset(field, meaning: .unixTime), now: { now })
+        var head = HTTPResponse(status: .tooManyRequests)
+        head.headerFields[field] = "1800000042"
+        #expect(unix.pause(askedBy: head) == .seconds(42))
+        let relative = SharedBackoff(resetField: RateLimitReset(field, meaning: .secondsFromNow), now: { now })
+        #expect(relative.pause(askedBy: head) == .seconds(1_800_000_042))
+        head.headerFields[.retryAfter] = "7"
+        #expect(unix.pause(askedBy: head) == .seconds(7))
+        // Not a status that shares its pause; not a number; in the past.
+        #expect(unix.pause(askedBy: HTTPResponse(status: .ok, headerFields: head.headerFields)) == nil)
+        head.headerFields[.retryAfter] = nil
+        head.headerFields[field] = "soon"
+        #expect(unix.pause(askedBy: head) == nil)
+        head.headerFields[field] = "1700000000"
+        #expect(unix.pause(askedBy: head) == nil)
+    }
+
+    // MARK: Hedging
+
+    /// The first attempt never answers; the hedge does, and wins. The server sees the first
+    /// attempt's connection closed.
+    @Test(arguments: TransportKind.allCases)
+    func aHedgeAnswersAndTheLoserIsCancelled(_ kind: TransportKind) async throws {
+        try await ScriptedServer.with({ received in
+            received.target.hasSuffix("slow") && received.numberOnConnection == 1 && received.field("X-Attempt") == nil
+                ? ScriptedServer.noAnswer : ScriptedServer.response("200 OK", body: "quick")
+        }) { server in
+            let first = NIOLockedValueBox(true)
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url, transport: kind.transport, middlewares: [MarkLaterAttempts(first: first)]) {
+                $0.resilience.hedging = Hedging(after: .fixed(.milliseconds(50)))
+                $0.observability.eventMonitors = [events]
+            }
+            var closes = server.closes.makeAsyncIterator()
+            let body = try await client.data(for: Request(method: .get, url: server.url.appending(path: "slow"))).body
+            #expect(String(decoding: body, as: UTF8.self) == "quick")
+            #expect(server.requests.count == 2)
+            #expect(events.names == ["hedge_sent"])
+            // The loser's connection closes: it was cancelled, not left to hang.
+            _ = await closes.next()
+        }
+    }
+
+    /// A POST is not idempotent: it is never hedged, however slow.
+    @Test func aPostIsNotHedged() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "done")) }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.hedging = Hedging(after: .fixed(.zero))
+                $0.observability.eventMonitors = [events]
+            }
+            let call = Task { try await client.data(for: Request(method: .post, url: server.url, body: RequestBody("x"))) }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            _ = await arrivals.next()
+            server.releaseHeld()
+            _ = try await call.value
+            #expect(server.requests.count == 1)
+            #expect(events.names.isEmpty)
+        }
+    }
+
+    /// A spent retry budget sends no hedge.
+    @Test func hedgesDrawOnTheRetryBudget() async throws {
+        try await ScriptedServer.with({ received in
+            received.target == "/fail"
+                ? ScriptedServer.response("503 Service Unavailable")
+                : ScriptedServer.held(ScriptedServer.response("200 OK", body: "late"))
+        }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.retryBudget = RetryBudget(maximumTokens: 2)
+                $0.resilience.hedging = Hedging(after: .fixed(.zero))
+                $0.observability.eventMonitors = [events]
+            }
+            // Two failures spend it (2 -> 0); a POST is not hedged, so each sends one request.
+            for _ in 0..<2 { _ = try? await client.data(for: Request(method: .post, url: server.url.appending(path: "fail"))) }
+            let call = Task { try await client.data(for: Request(method: .get, url: server.url.appending(path: "slow"))) }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            while let arrival = await arrivals.next(), arrival.target != "/slow" {}
+            // The hedge's turn comes and goes: its refusal is reported.
+            await events.first(named: "retry_refused_by_budget")
+            server.releaseHeld()
+            _ = try await call.value
+            #expect(server.requests.count == 3)
+            #expect(!events.names.contains("hedge_sent"))
+        }
+    }
+
+    @Test func thePercentileDelayIsTakenFromRecentAnswers() {
+        var latencies = RecentLatencies(Hedging(after: .fixed(.zero)))
+        for milliseconds in 1...9 { latencies.record(.milliseconds(milliseconds)) }
+        #expect(latencies.value(at: 0.9) == nil)
+        latencies.record(.milliseconds(100))
+        #expect(latencies.value(at: 0.9) == .milliseconds(9))
+        #expect(latencies.value(at: 0.95) == .milliseconds(100))
+        #expect(latencies.value(at: 0.5) == .milliseconds(5))
+    }
+
+    // MARK: Coalescing
+
+    @Test func aHundredIdenticalGETsSendOneRequest() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "shared")) }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.coalescing = Coalescing()
+                $0.observability.eventMonitors = [events]
+            }
+            let request = try Request(method: .get, url: server.url.appending(path: "catalogue"))
+            let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<100 {
+                    group.addTask { String(decoding: try await client.data(for: request).body, as: UTF8.self) }
+                }
+                var arrivals = server.arrivals.makeAsyncIterator()
+                _ = await arrivals.next()
+                await events.count(named: "coalesced", reaching: 99)
+                server.releaseHeld()
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(bodies.count == 100 && bodies.allSatisfy { $0 == "shared" })
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func callsWithDifferentCredentialsAreNotCoalesced() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "yours")) }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.coalescing = Coalescing()
+                $0.observability.eventMonitors = [events]
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<100 {
+                    var request = try Request(method: .get, url: server.url.appending(path: "me"))
+                    request.headerFields[.authorization] = index % 2 == 0 ? "Bearer alice" : "Bearer bob"
+                    group.addTask { [request] in _ = try await client.data(for: request) }
+                }
+                var arrivals = server.arrivals.makeAsyncIterator()
+                for _ in 0..<2 { _ = await arrivals.next() }
+                await events.count(named: "coalesced", reaching: 98)
+                server.releaseHeld()
+                try await group.waitForAll()
+            }
+            #expect(server.requests.count == 2)
+            #expect(Set(server.requests.compactMap { $0.field("Authorization") }) == ["Bearer alice", "Bearer bob"])
+        }
+    }
+
+    /// With the HTTP cache, callers that miss together cost one fetch, and later callers none.
+    @Test func withTheCacheEachMissIsOneFetch() async throws {
+        try await ScriptedServer.with({ _ in
+            ScriptedServer.held(ScriptedServer.response("200 OK", ["Cache-Control: max-age=600"], body: "cached"))
+        }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.cache = HTTPCache.frozen()
+                $0.resilience.coalescing = Coalescing()
+                $0.observability.eventMonitors = [events]
+            }
+            let request = try Request(method: .get, url: server.url.appending(path: "prices"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<20 { group.addTask { _ = try await client.data(for: request) } }
+                var arrivals = server.arrivals.makeAsyncIterator()
+                _ = await arrivals.next()
+                await events.count(named: "coalesced", reaching: 19)
+                server.releaseHeld()
+                try await group.waitForAll()
+            }
+            for _ in 0..<20 { _ = try await client.data(for: request) }
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    /// The caller whose request it was gives up: the others start again, one of them sending.
+    @Test func whenTheFirstCallerIsCancelledTheOthersGoOn() async throws {
+        try await ScriptedServer.with({ received in
+            received.field("X-Leader") != nil ? ScriptedServer.noAnswer : ScriptedServer.response("200 OK", body: "again")
+        }) { server in
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url) {
+                $0.resilience.coalescing = Coalescing(ignoring: [HTTPField.Name("X-Leader")!])
+                $0.observability.eventMonitors = [events]
+            }
+            var leading = try Request(method: .get, url: server.url.appending(path: "report"))
+            leading.headerFields[HTTPField.Name("X-Leader")!] = "yes"
+            let leader = Task { [leading] in try await client.data(for: leading) }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            _ = await arrivals.next()
+            let follower = Task { try await client.data(for: Request(method: .get, url: server.url.appending(path: "report"))) }
+            await events.count(named: "coalesced", reaching: 1)
+            leader.cancel()
+            let body = try await follower.value.body
+            #expect(String(decoding: body, as: UTF8.self) == "again")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func refusalOf(_ client: Client, _ request: Request) async throws -> CallRefusal {
+        do {
+            _ = try await client.data(for: request)
+        } catch TrellisError.callRefused(let refusal) {
+            return refusal
+        }
+        throw TestFailure("the call was not refused")
+    }
+}
+
+/// A test's failure with a message.
+private struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Marks every attempt after the first, so the server can tell the hedge from the original.
+private struct MarkLaterAttempts: Middleware {
+    let first: NIOLockedValueBox<Bool>
+    var scope: MiddlewareScope { .hop }
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        guard !first.withLockedValue({ isFirst in defer { isFirst = false }; return isFirst }) else { return try await next(request) }
+        var request = request
+        request.headerFields[HTTPField.Name("X-Attempt")!] = "later"
+        return try await next(request)
+    }
+}
+
+/// A continuous-clock instant that moves only when the test moves it.
+final class ManualInstantClock: Sendable {
+    private let offset = NIOLockedValueBox(Duration.zero)
+    private let start = ContinuousClock.now
+
+    var now: @Sendable () -> ContinuousClock.Instant {
+        { [offset, start] in start + offset.withLockedValue { $0 } }
+    }
+
+    func advance(by duration: Duration) {
+        offset.withLockedValue { $0 += duration }
+    }
+}
+
+/// The resilience events of a client's calls, in order.
+final class RecordedResilienceEvents: ClientEventMonitor {
+    private struct Waiter {
+        let id: Int
+        let name: String
+        let count: Int
+        let continuation: CheckedContinuation<Void, Never>
+    }
+
+    private let recorded = NIOLockedValueBox<(names: [String], waiters: [Waiter], nextID: Int)>(([], [], 0))
+
+    var names: [String] { recorded.withLockedValue { $0.names } }
+
+    func resilienceEvent(_ event: ResilienceEvent, for request: Request) {
+        let ready = recorded.withLockedValue { state in
+            state.names.append(event.name)
+            let names = state.names
+            let ready = state.waiters.filter { waiter in names.filter { $0 == waiter.name }.count >= waiter.count }
+            state.waiters.removeAll { waiter in ready.contains { $0.id == waiter.id } }
+            return ready
+        }
+        for waiter in ready { waiter.continuation.resume() }
+    }
+
+    /// Returns once `count` events named `name` have been seen, or the test is cancelled (its
+    /// time limit passed).
+    func count(named name: String, reaching count: Int) async {
+        let id = recorded.withLockedValue { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let done = recorded.withLockedValue { state in
+                    guard state.names.filter({ $0 == name }).count < count, !Task.isCancelled else { return true }
+                    state.waiters.append(Waiter(id: id, name: name, count: count, continuation: continuation))
+                    return false
+                }
+                if done { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = recorded.withLockedValue { state -> Waiter? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index)
+            }
+            waiter?.continuation.resume()
+        }
+    }
+
+    func first(named name: String) async { await count(named: name, reaching: 1) }
+}
