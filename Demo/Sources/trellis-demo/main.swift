@@ -87,6 +87,7 @@ func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestConte
     issuer.install(router)
     MediaRoutes.install(router)
     QuoteRoutes.install(router)
+    FlakyDependencyRoutes.install(router)
     router.get("posts") { _, _ in try json(await store.all()) }
     // Moved for good: the newest post lives at its own address.
     router.get("latest") { _, _ in
@@ -245,6 +246,7 @@ func runDemo() async -> Int32 {
         try await observabilityTour(baseURL)
         try await openAPITour(baseURL)
         try await connectivityTour(baseURL)
+        try await resilienceTour(baseURL)
         print("\nDone.")
         return 0
     } catch {
