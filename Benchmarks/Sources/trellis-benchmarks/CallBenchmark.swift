@@ -110,10 +110,31 @@ enum CallBenchmark {
         }
     }
 
+    /// `TRELLIS_BENCH_RESILIENCE=idle`: the Trellis side with every resilience policy on, none
+    /// of which ever acts on these calls; `idle-uncoalesced`: all but coalescing, which would
+    /// share the concurrent cases' identical GETs; or a list of some of `budget`, `breaker`,
+    /// `limit`, `backoff`, `hedging` and `coalescing`. Unset: none, the default.
+    private static var idleResilience: Client.Configuration.Resilience {
+        let setting = ProcessInfo.processInfo.environment["TRELLIS_BENCH_RESILIENCE"] ?? ""
+        var names = Set(setting.split(separator: ",").map(String.init))
+        if setting == "idle" || setting == "idle-uncoalesced" {
+            names = ["budget", "breaker", "limit", "backoff", "hedging"]
+            if setting == "idle" { names.insert("coalescing") }
+        }
+        return .init(
+            retryBudget: names.contains("budget") ? RetryBudget() : nil,
+            circuitBreaker: names.contains("breaker") ? CircuitBreaker() : nil,
+            concurrencyLimit: names.contains("limit") ? ConcurrencyLimit(maximumInFlight: 1000) : nil,
+            sharedBackoff: names.contains("backoff") ? SharedBackoff() : nil,
+            hedging: names.contains("hedging") ? Hedging(after: .fixed(.seconds(10))) : nil,
+            coalescing: names.contains("coalescing") ? Coalescing() : nil
+        )
+    }
+
     private static func asyncHTTPClientScenarios(_ url: URL) -> [Scenario] {
         let transport = LoopPairing.shared.map(\.transport) ?? AsyncHTTPClientTransport.shared
         let http = transport.httpClient
-        let service = ArticlesService(client: Client(baseURL: url, transport: transport))
+        let service = ArticlesService(client: Client(baseURL: url, transport: transport) { $0.resilience = idleResilience })
         let decoder = JSONDecoder()
         let encoder = JSONEncoder()
         let base = url.absoluteString

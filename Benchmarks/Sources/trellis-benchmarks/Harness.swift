@@ -42,7 +42,11 @@ enum Report {
     }
 
     static func format(_ value: Double, _ unit: String) -> String {
-        unit == "ms" ? String(format: "%.1f ms", value) : String(format: "%.0f \(unit)", value)
+        switch unit {
+        case "ms": String(format: "%.1f ms", value)
+        case "µs": String(format: "%.2f µs", value)
+        default: String(format: "%.0f \(unit)", value)
+        }
     }
 }
 

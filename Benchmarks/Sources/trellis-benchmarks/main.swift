@@ -1,7 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
-// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines), transfers, realtime, compile. With no argument,
+// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -62,6 +62,8 @@ do {
             )
         case "jsonlines":
             Report.print("A JSON Lines stream read as values (AsyncHTTPClient)", try await JSONLinesBenchmark.run(rounds: min(rounds, 5)))
+        case "resilience":
+            Report.print("Resilience: hedging against a slow tail, and an open circuit's refusals (AsyncHTTPClient)", try await ResilienceBenchmark.run(rounds: min(rounds, 5)))
         case "proxy":
             CallBenchmark.print("Service calls through a local tinyproxy vs raw AsyncHTTPClient with the same proxy", try await ProxyBenchmark.run(rounds: rounds))
         case "cache":
