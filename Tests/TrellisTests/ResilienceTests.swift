@@ -125,6 +125,32 @@ struct ResilienceTests {
         }
     }
 
+    /// A call a later policy refused was never sent: it tells the breaker nothing, and does
+    /// not break a run of failures.
+    @Test func aCallRefusedByTheConcurrencyLimitDoesNotCountForTheBreaker() async throws {
+        try await ScriptedServer.with({ received in
+            let failure = ScriptedServer.response("500 Internal Server Error")
+            return received.target == "/held" ? ScriptedServer.held(failure) : failure
+        }) { server in
+            let client = Client(baseURL: server.url) {
+                $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(2))
+                $0.resilience.concurrencyLimit = ConcurrencyLimit(maximumInFlight: 1, maximumWaiting: 0)
+            }
+            _ = try? await client.data(for: Request(method: .get, url: server.url))  // failure 1
+            let held = Task { try? await client.data(for: Request(method: .get, url: server.url.appending(path: "held"))) }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            while let arrival = await arrivals.next(), arrival.target != "/held" {}
+            // Refused by the limit, after the breaker let it through.
+            let limited = try await refusalOf(client, Request(method: .get, url: server.url))
+            #expect(limited.reason == .concurrencyLimit)
+            server.releaseHeld()
+            _ = await held.value  // failure 2: the circuit opens
+            let open = try await refusalOf(client, Request(method: .get, url: server.url))
+            #expect(open.reason == .circuitOpen)
+            #expect(server.requests.count == 2)
+        }
+    }
+
     @Test func aFailureRateOverTheWindowOpensTheCircuit() {
         let breaker = CircuitBreaker(opensAfter: .failureRate(0.5, minimumCalls: 10, window: .seconds(10)))
         var state = CircuitState(breaker)

@@ -27,7 +27,9 @@ struct CircuitBreakerStage: Stage {
         } catch {
             if CircuitBreaker.isFailure(error) {
                 record(failed: true, probe: probe, origin: origin, request: request, call: call)
-            } else if error is CancellationError || Task.isCancelled {
+            } else if error is CancellationError || Task.isCancelled || Self.wasNotSent(error) {
+                // Nothing was learned about the origin: the attempt was given up, or a later
+                // policy (the shared pause, the concurrency limit) refused to send it.
                 if probe { circuits.update(origin) { $0.releaseProbe() } }
             } else {
                 // The server answered, though not with something the call could use.
@@ -50,6 +52,11 @@ struct CircuitBreakerStage: Stage {
         case nil:
             break
         }
+    }
+
+    private static func wasNotSent(_ error: any Error) -> Bool {
+        if case TrellisError.callRefused = error { return true }
+        return false
     }
 
     /// `instant` of the breaker's clock as a date, for errors and events.
