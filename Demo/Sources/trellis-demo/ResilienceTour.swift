@@ -13,37 +13,34 @@ enum FlakyDependencyRoutes {
     static func install(_ router: Router<BasicRequestContext>) {
         let inventoryRequests = NIOLockedValueBox(0)
         router.get("inventory") { _, _ -> Hummingbird.Response in
-            let number = inventoryRequests.withLockedValue { count in
-                count += 1
-                return count
-            }
+            let number = inventoryRequests.next()
             return number <= 4 ? Hummingbird.Response(status: .serviceUnavailable) : Hummingbird.Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "42 in stock")))
         }
         let quotaRequests = NIOLockedValueBox(0)
         router.get("quota") { _, _ -> Hummingbird.Response in
-            let first = quotaRequests.withLockedValue { count in
-                count += 1
-                return count == 1
-            }
-            return first ? Hummingbird.Response(status: .tooManyRequests, headers: [.retryAfter: "1"]) : Hummingbird.Response(status: .ok)
+            return quotaRequests.next() == 1 ? Hummingbird.Response(status: .tooManyRequests, headers: [.retryAfter: "1"]) : Hummingbird.Response(status: .ok)
         }
         let catalogueRequests = NIOLockedValueBox(0)
         router.get("catalogue") { _, _ -> Hummingbird.Response in
-            let number = catalogueRequests.withLockedValue { count in
-                count += 1
-                return count
-            }
+            let number = catalogueRequests.next()
             try await Task.sleep(for: .milliseconds(200))
             return Hummingbird.Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "catalogue, fetch \(number)")))
         }
         let searchRequests = NIOLockedValueBox(0)
         router.get("search") { _, _ -> Hummingbird.Response in
-            let number = searchRequests.withLockedValue { count in
-                count += 1
-                return count
-            }
+            let number = searchRequests.next()
             try await Task.sleep(for: .milliseconds(number % 5 == 0 ? 400 : 5))
             return Hummingbird.Response(status: .ok)
+        }
+    }
+}
+
+extension NIOLockedValueBox where Value == Int {
+    /// Counts one more request and returns its number, from 1.
+    func next() -> Int {
+        withLockedValue { count in
+            count += 1
+            return count
         }
     }
 }

@@ -34,7 +34,4 @@ final class OriginStates<State: OriginState>: Sendable {
             return body(&states[origin, default: State(settings)])
         }
     }
-
-    /// How many origins the table holds, for tests.
-    var count: Int { states.withLockedValue { $0.count } }
 }

@@ -42,7 +42,7 @@ final class ScriptedServer: StoppableTestServer {
     static func held(_ answer: String) -> String { heldMark + answer }
     private static let heldMark = "\u{0}held\u{0}"
 
-    /// Answers held back, the most unanswered at once, and whether they are all let go.
+    /// Answers held back, and the most that were held back at once.
     struct Held {
         var waiting: [(channel: any Channel, answer: String)] = []
         var mostAtOnce = 0
