@@ -13,6 +13,8 @@ final class CallObservation: Sendable {
     let propagator: (any Instrument)?
     let span: (any Span)?
     let monitors: [any ClientEventMonitor]
+    /// The recorders of the monitors that record each hop as HAR (``HTTPArchiveMonitor``).
+    let archiveRecorders: [HTTPArchiveRecorder]
     let metricsFactory: (any MetricsFactory)?
     let endpoint: String
     let started: ContinuousClock.Instant
@@ -28,6 +30,7 @@ final class CallObservation: Sendable {
         self.propagator = propagator
         self.span = span
         self.monitors = monitors
+        self.archiveRecorders = monitors.compactMap { ($0 as? HTTPArchiveMonitor)?.recorder }
         self.metricsFactory = metricsFactory
         self.endpoint = endpoint
         self.started = .now

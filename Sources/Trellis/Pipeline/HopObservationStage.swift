@@ -3,9 +3,13 @@ import Tracing
 
 /// On every hop of an observed call, right before the transport: the trace context injected
 /// into the hop's header fields (W3C `traceparent` when the tracer propagates that way), and
-/// the hop's send, response head and body end told to the monitors. Passed over for a call
-/// nothing observes.
+/// the hop's send, response head and body end told to the monitors, and the hop recorded by
+/// any ``HTTPArchiveMonitor``. Passed over for a call nothing observes.
 struct HopObservationStage: Stage {
+    /// Whether the transport hands over bodies decoded from their `Content-Encoding`, which
+    /// a HAR entry must say.
+    let transportDecodes: Bool
+
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         call.observation != nil
     }
@@ -21,7 +25,13 @@ struct HopObservationStage: Stage {
         let hop = observation.hopStarted(request)
         let response: Response<ResponseBody>
         do {
-            response = try await next(request, call)
+            if observation.archiveRecorders.isEmpty {
+                response = try await next(request, call)
+            } else {
+                response = try await Self.recording(request, in: observation.archiveRecorders, transportDecodes: transportDecodes) {
+                    try await next($0, call)
+                }
+            }
         } catch {
             observation.hopFailed(error, for: request, hop: hop)
             throw error
@@ -29,6 +39,19 @@ struct HopObservationStage: Stage {
         observation.responseHead(response.head, for: request, hop: hop)
         guard !observation.monitors.isEmpty else { return response }
         return response.withBody(Self.watching(response.body, observation: observation, request: request, hop: hop))
+    }
+
+    /// The exchange `send` makes, recorded by each of `recorders`.
+    private static func recording(
+        _ request: Request,
+        in recorders: [HTTPArchiveRecorder],
+        transportDecodes: Bool,
+        send: @escaping (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        guard let recorder = recorders.first else { return try await send(request) }
+        return try await recorder.record(request, bodyDecodedByTransport: transportDecodes) { sent in
+            try await recording(sent, in: Array(recorders.dropFirst()), transportDecodes: transportDecodes, send: send)
+        }
     }
 
     /// `body`, telling the monitors when it has been read to its end or has failed.

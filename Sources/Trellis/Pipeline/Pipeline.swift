@@ -82,7 +82,7 @@ final class Pipeline: Sendable {
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }
-        stages.append(HopObservationStage())
+        stages.append(HopObservationStage(transportDecodes: settings.transport.decodesContentEncoding))
         if configuration.logger.logLevel <= .debug {
             stages.append(LoggingStage(logger: configuration.logger))
         }
