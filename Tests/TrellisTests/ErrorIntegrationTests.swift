@@ -111,7 +111,7 @@ struct ErrorIntegrationTests {
 
     @Test(arguments: TransportKind.allCases)
     func relativeBaseURLIsRejectedBeforeSending(_ kind: TransportKind) async throws {
-        let mock = RecordingTransport()
+        let mock = CountingTransport()
         let probe = ProbeService(client: Client(baseURL: URL(string: "api/v1")!, transport: mock))
         let error = await #expect(throws: TrellisError.self) { try await probe.text() }
         guard case .invalidRequest(let invalid) = error else {
@@ -205,7 +205,7 @@ struct ErrorIntegrationTests {
 }
 
 /// Counts what reaches the transport, to prove that nothing did.
-final class RecordingTransport: Transport, @unchecked Sendable {
+final class CountingTransport: Transport, @unchecked Sendable {
     private let lock = NSLock()
     private var sent = 0
 
