@@ -140,8 +140,9 @@ func step(_ title: String) {
     print("\n== \(title)")
 }
 
-func tour(_ baseURL: URL) async throws {
-    let blog = BlogService(baseURL: baseURL)
+func tour(_ baseURL: URL, session: HTTPArchiveMonitor) async throws {
+    // Every exchange of the tour's clients is recorded as HAR, written at the end.
+    let blog = BlogService(client: Client(baseURL: baseURL) { $0.observability.eventMonitors = [session] })
     blog.beforeSending = { request in
         print("  → \(request.method) \(request.urlString)")
         return request
@@ -193,7 +194,7 @@ func tour(_ baseURL: URL) async throws {
     print(request.cURLDescription.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
 
     step("Cookies: what the server sets is kept and sent back where it applies")
-    let visitor = Client(baseURL: baseURL)
+    let visitor = Client(baseURL: baseURL) { $0.observability.eventMonitors = [session] }
     _ = try await visitor.data(for: Trellis.Request(method: .get, url: baseURL.appending(path: "visit/start")))
     for cookie in visitor.configuration.cookies?.cookies ?? [] {
         print("  kept \(cookie.name) for \(cookie.domain)\(cookie.path), HttpOnly \(cookie.isHTTPOnly)")
@@ -202,7 +203,10 @@ func tour(_ baseURL: URL) async throws {
     print("  the server says: \(String(decoding: again.body, as: UTF8.self))")
 
     step("An HTTP cache: the second call revalidates with If-None-Match and is answered 304")
-    let cached = Client(baseURL: baseURL) { $0.cache = HTTPCache() }
+    let cached = Client(baseURL: baseURL) {
+        $0.cache = HTTPCache()
+        $0.observability.eventMonitors = [session]
+    }
     for call in 1...2 {
         let digest = try await cached.data(for: Trellis.Request(method: .get, url: baseURL.appending(path: "digest")))
         let answered = digest.headerFields[HTTPField.Name("X-Answered")!] ?? "?"
@@ -239,7 +243,9 @@ func runDemo() async -> Int32 {
     print("Demo API listening on http://127.0.0.1:\(port)")
     do {
         let baseURL = URL(string: "http://127.0.0.1:\(port)")!
-        try await tour(baseURL)
+        let sessionFile = FileManager.default.temporaryDirectory.appending(path: "trellis-demo-session.har")
+        let session = HTTPArchiveMonitor(writingTo: sessionFile)
+        try await tour(baseURL, session: session)
         try await authorizationTour(baseURL, issuer: issuer)
         try await transferTour(baseURL)
         try await realtimeTour(baseURL)
@@ -247,6 +253,11 @@ func runDemo() async -> Int32 {
         try await openAPITour(baseURL)
         try await connectivityTour(baseURL)
         try await resilienceTour(baseURL)
+        step("The first tour's session as HAR, credentials redacted")
+        try session.write()
+        let entries = session.recorder.archive.log.entries
+        print("  \(entries.count) exchanges written to \(sessionFile.path)")
+        print("  open it in a browser's network panel (Import HAR), or replay it in a test with TrellisTesting's ReplayTransport")
         print("\nDone.")
         return 0
     } catch {
