@@ -321,10 +321,10 @@ public final class ReplayTransport: Transport {
         for header in recorded.headers where header.name.lowercased() != "transfer-encoding" {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
-        let head = HTTPResponse(status: HTTPResponse.Status(code: recorded.status, reasonPhrase: recorded.statusText), headerFields: fields)
         let bytes = recorded.content.bytes ?? Data()
         // A redacted or cut body is not the length the server announced.
         if fields[.contentLength] != nil { fields[.contentLength] = String(bytes.count) }
+        let head = HTTPResponse(status: HTTPResponse.Status(code: recorded.status, reasonPhrase: recorded.statusText), headerFields: fields)
         try await Self.wait(milliseconds: entry.timings.wait, pacing)
         guard let chunks = recorded.content.chunks, chunks.count > 1 else {
             return Response(head: head, body: ResponseBody(bytes))

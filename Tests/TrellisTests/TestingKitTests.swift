@@ -349,6 +349,44 @@ struct TestingKitTests {
         #expect("\(String(describing: error))".contains("startedDateTime"))
     }
 
+    @Test("An odd recording replays without a crash: a failed exchange fails again, a status out of range is refused, chunk sizes past the body are cut")
+    func oddRecordingsReplaySafely() async throws {
+        func entry(_ path: String, status: Int, chunks: [HTTPArchive.Chunk]? = nil, comment: String? = nil) -> HTTPArchive.Entry {
+            HTTPArchive.Entry(
+                startedDateTime: "2026-11-27T07:00:00.000Z",
+                time: 1,
+                request: HTTPArchive.Request(method: "GET", url: "https://api.test" + path),
+                response: HTTPArchive.Response(
+                    status: status,
+                    statusText: "",
+                    headers: [HTTPArchive.NameValue(name: "Content-Length", value: "99999"), HTTPArchive.NameValue(name: "Bad Name", value: "x")],
+                    content: HTTPArchive.Content(size: 10, mimeType: "text/plain", text: "0123456789", chunks: chunks)
+                ),
+                timings: HTTPArchive.Timings(send: 0, wait: -5, receive: .infinity),
+                comment: comment
+            )
+        }
+        let archive = HTTPArchive(entries: [
+            entry("/failed", status: 0, comment: "failed: timed out"),
+            entry("/odd-status", status: 5000),
+            entry("/chunks", status: 200, chunks: [
+                HTTPArchive.Chunk(time: -3, size: -7), HTTPArchive.Chunk(time: .nan, size: 4), HTTPArchive.Chunk(time: 1, size: .max),
+            ]),
+        ])
+        let client = Client(baseURL: URL(string: "https://api.test")!, transport: ReplayTransport(archive: archive, pacing: .recorded(speed: 1000))) {
+            $0.retry = RetryPolicy.none
+        }
+        let failed = await #expect(throws: TrellisError.self) { try await client.perform(try Trellis.Request(method: .get, url: URL(string: "https://api.test/failed")!)) }
+        #expect("\(String(describing: failed))".contains("the recorded exchange failed: failed: timed out"))
+        let odd = await #expect(throws: TrellisError.self) { try await client.perform(try Trellis.Request(method: .get, url: URL(string: "https://api.test/odd-status")!)) }
+        #expect("\(String(describing: odd))".contains("5000 is not an HTTP status"))
+        let response = try await client.send(try Trellis.Request(method: .get, url: URL(string: "https://api.test/chunks")!))
+        var parts: [String] = []
+        for try await chunk in response.body { parts.append(String(buffer: chunk)) }
+        #expect(parts == ["", "0123", "456789"])
+        #expect(response.headerFields[.contentLength] == "10")
+    }
+
     @Test("A live client writes its session as HAR through one event monitor", arguments: TransportKind.allCases)
     func monitorWritesTheSession(kind: TransportKind) async throws {
         let file = temporaryFile("session")
