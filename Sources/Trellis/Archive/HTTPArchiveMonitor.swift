@@ -13,9 +13,9 @@ import NIOConcurrencyHelpers
 /// Each hop the client sends over the network is an entry (a response from the HTTP cache
 /// is not), with its request as sent, its response as received and its timings, redacted as
 /// the client's logs are (see ``HTTPArchive/Redaction``). The file is rewritten in the
-/// background as entries end, at most one write at a time; ``write()`` writes it at once, as
-/// a program does before it exits. The monitor keeps the newest `maximumEntries` entries and
-/// `maximumBodySize` bytes of each body in memory.
+/// background half a second after entries end, at most twice a second; ``write()`` writes it
+/// at once, as a program does before it exits. The monitor keeps the newest `maximumEntries`
+/// entries and `maximumBodySize` bytes of each body in memory.
 public struct HTTPArchiveMonitor: ClientEventMonitor {
     /// The entries recorded so far.
     public let recorder: HTTPArchiveRecorder
@@ -51,13 +51,16 @@ public struct HTTPArchiveMonitor: ClientEventMonitor {
     }
 }
 
-/// Rewrites a HAR file on a queue of its own: a write is scheduled when an entry ends, unless
-/// one is already waiting, so a busy client never queues more than one.
+/// Rewrites a HAR file on a queue of its own: a write is scheduled half a second after an
+/// entry ends, unless one is already waiting, so a busy client rewrites the file at most twice
+/// a second and never queues more than one write.
 final class ArchiveFileWriter: Sendable {
     private let file: URL
     private let queue = DispatchQueue(label: "Trellis.HTTPArchiveMonitor")
     private struct State {
         var scheduled = false
+        /// Whether entries have ended since the last write.
+        var unwritten = false
         var failure: (any Error)?
     }
     private let state = NIOLockedValueBox(State())
@@ -68,12 +71,23 @@ final class ArchiveFileWriter: Sendable {
 
     func schedule(_ recorder: HTTPArchiveRecorder) {
         let alreadyScheduled = state.withLockedValue { state in
-            defer { state.scheduled = true }
+            defer {
+                state.scheduled = true
+                state.unwritten = true
+            }
             return state.scheduled
         }
         guard !alreadyScheduled else { return }
-        queue.async { [self] in
-            state.withLockedValue { $0.scheduled = false }
+        queue.asyncAfter(deadline: .now() + .milliseconds(500)) { [self] in
+            // A write asked for since (``writeNow(_:)``) may have written these entries.
+            let unwritten = state.withLockedValue { state in
+                defer {
+                    state.scheduled = false
+                    state.unwritten = false
+                }
+                return state.unwritten
+            }
+            guard unwritten else { return }
             do {
                 try recorder.write(to: file)
             } catch {
@@ -84,7 +98,14 @@ final class ArchiveFileWriter: Sendable {
 
     func writeNow(_ recorder: HTTPArchiveRecorder) throws {
         try queue.sync {
-            if let failure = state.withLockedValue({ state in defer { state.failure = nil }; return state.failure }) { throw failure }
+            let failure = state.withLockedValue { state in
+                defer {
+                    state.failure = nil
+                    state.unwritten = false
+                }
+                return state.failure
+            }
+            if let failure { throw failure }
             try recorder.write(to: file)
         }
     }

@@ -30,8 +30,9 @@ public final class HTTPArchiveRecorder: Sendable {
 
     private struct State {
         var nextSequence = 0
-        /// In the order the requests started.
-        var entries: [(sequence: Int, recorded: Recorded)] = []
+        /// In the order the exchanges ended (sorted by start when read); a ring, since a
+        /// full recorder forgets one on each call.
+        var entries = CircularBuffer<(sequence: Int, recorded: Recorded)>()
         var forgotten = 0
     }
 
@@ -54,7 +55,8 @@ public final class HTTPArchiveRecorder: Sendable {
 
     /// The entries recorded so far, as an archive.
     public var archive: HTTPArchive {
-        let (recorded, forgotten) = state.withLockedValue { ($0.entries, $0.forgotten) }
+        let (ended, forgotten) = state.withLockedValue { (Array($0.entries), $0.forgotten) }
+        let recorded = ended.sorted { $0.sequence < $1.sequence }
         var entries: [HTTPArchive.Entry] = []
         var built: [Int: HTTPArchive.Entry] = [:]
         for (sequence, item) in recorded {
@@ -142,10 +144,7 @@ public final class HTTPArchiveRecorder: Sendable {
 
     fileprivate func add(_ exchange: FinishedExchange, sequence: Int) {
         state.withLockedValue { state in
-            // Exchanges end in about the order they started: the place is at or near the end.
-            var index = state.entries.endIndex
-            while index > state.entries.startIndex, state.entries[index - 1].sequence > sequence { index -= 1 }
-            state.entries.insert((sequence, .exchange(exchange)), at: index)
+            state.entries.append((sequence, .exchange(exchange)))
             if state.entries.count > maximumEntries {
                 state.entries.removeFirst()
                 state.forgotten += 1
