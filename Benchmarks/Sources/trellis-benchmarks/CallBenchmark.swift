@@ -131,10 +131,28 @@ enum CallBenchmark {
         )
     }
 
+    /// `TRELLIS_BENCH_HAR=1`: the Trellis side records its session as HAR in memory (an
+    /// ``HTTPArchiveMonitor`` writing no file), for the cost of seeing a session;
+    /// `TRELLIS_BENCH_HAR=monitor`: a monitor that does nothing, for the cost of observing
+    /// calls at all.
+    private static var sessionRecording: [any ClientEventMonitor] {
+        switch ProcessInfo.processInfo.environment["TRELLIS_BENCH_HAR"] {
+        case "1": [HTTPArchiveMonitor()]
+        case "monitor": [IdleMonitor()]
+        default: []
+        }
+    }
+
+    /// A monitor that implements nothing.
+    private struct IdleMonitor: ClientEventMonitor {}
+
     private static func asyncHTTPClientScenarios(_ url: URL) -> [Scenario] {
         let transport = LoopPairing.shared.map(\.transport) ?? AsyncHTTPClientTransport.shared
         let http = transport.httpClient
-        let service = ArticlesService(client: Client(baseURL: url, transport: transport) { $0.resilience = idleResilience })
+        let service = ArticlesService(client: Client(baseURL: url, transport: transport) {
+            $0.resilience = idleResilience
+            $0.observability.eventMonitors = sessionRecording
+        })
         let decoder = JSONDecoder()
         let encoder = JSONEncoder()
         let base = url.absoluteString
