@@ -340,6 +340,27 @@ struct TestingKitTests {
         }
     }
 
+    @Test("Body fields of your own are redacted in any case, at any depth, in what is sent and what comes back")
+    func bodyFieldsOfYourOwn() async throws {
+        let mock = MockTransport()
+        mock.register(.post, "/session", headerFields: [.contentType: "application/json"], text: #"{"access_token": "token-271828", "user": {"Pin": "pin-314159", "name": "ada"}}"#)
+        var redaction = HTTPArchive.Redaction()
+        redaction.bodyFieldNames.insert("PIN")
+        let recording = RecordingTransport(wrapping: mock, recorder: HTTPArchiveRecorder(redaction: redaction))
+        let client = Client(baseURL: URL(string: "https://api.test")!, transport: recording)
+        var request = try Trellis.Request(method: .post, url: URL(string: "https://api.test/session")!)
+        request.body = Trellis.RequestBody(#"{"login": {"pin": "pin-314159"}, "password": "password-161803"}"#, contentType: "application/json")
+        _ = try await client.data(for: request)
+
+        let text = String(decoding: try recording.archive.encoded(), as: UTF8.self)
+        for secret in ["token-271828", "pin-314159", "password-161803"] {
+            #expect(!text.contains(secret), "the recording holds \(secret)")
+        }
+        let entry = try #require(recording.archive.log.entries.first)
+        #expect(entry.request.postData?.text == #"{"login":{"pin":"<redacted>"},"password":"<redacted>"}"#)
+        #expect(entry.response.content.text?.contains(#""name":"ada""#) == true)
+    }
+
     @Test("A file that is not HAR is refused with the field that is wrong")
     func malformedArchive() throws {
         let file = temporaryFile("malformed")

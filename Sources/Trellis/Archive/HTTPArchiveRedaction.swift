@@ -36,7 +36,7 @@ extension HTTPArchive {
         ) {
             self.headerNames = headerNames
             self.queryNames = queryNames
-            self.bodyFieldNames = Set(bodyFieldNames.map { $0.lowercased() })
+            self.bodyFieldNames = bodyFieldNames
         }
 
         static let redacted = RequestLog.redacted
@@ -59,11 +59,13 @@ extension HTTPArchive {
         /// that holds any; else `body` as it is. The values taken out are added to `secrets`.
         func body(_ body: Data, mimeType: String, secrets: inout [String]) -> Data {
             guard !bodyFieldNames.isEmpty else { return body }
+            // Lowercased here, not when set: a name inserted later counts in any case too.
+            let names = Set(bodyFieldNames.map { $0.lowercased() })
             let type = mimeType.lowercased()
             if type.contains("json") {
                 guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else { return body }
                 var changed = false
-                let redacted = redactingJSON(value, changed: &changed, secrets: &secrets)
+                let redacted = redactingJSON(value, names: names, changed: &changed, secrets: &secrets)
                 guard changed, let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes]) else { return body }
                 return data
             }
@@ -73,7 +75,7 @@ extension HTTPArchive {
                 let pairs = text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
                     let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
                     let decoded = (String(name).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name)).lowercased()
-                    guard bodyFieldNames.contains(decoded) else { return String(pair) }
+                    guard names.contains(decoded) else { return String(pair) }
                     changed = true
                     if let value = pair.split(separator: "=", maxSplits: 1).dropFirst().first {
                         secrets.append(String(value))
@@ -86,22 +88,22 @@ extension HTTPArchive {
             return body
         }
 
-        private func redactingJSON(_ value: Any, changed: inout Bool, secrets: inout [String]) -> Any {
+        private func redactingJSON(_ value: Any, names: Set<String>, changed: inout Bool, secrets: inout [String]) -> Any {
             if let object = value as? [String: Any] {
                 var result = [String: Any]()
                 for (key, inner) in object {
-                    if bodyFieldNames.contains(key.lowercased()), !(inner is [String: Any]), !(inner is [Any]) {
+                    if names.contains(key.lowercased()), !(inner is [String: Any]), !(inner is [Any]) {
                         result[key] = Self.redacted
                         changed = true
                         if let text = inner as? String { secrets.append(text) }
                     } else {
-                        result[key] = redactingJSON(inner, changed: &changed, secrets: &secrets)
+                        result[key] = redactingJSON(inner, names: names, changed: &changed, secrets: &secrets)
                     }
                 }
                 return result
             }
             if let array = value as? [Any] {
-                return array.map { redactingJSON($0, changed: &changed, secrets: &secrets) }
+                return array.map { redactingJSON($0, names: names, changed: &changed, secrets: &secrets) }
             }
             return value
         }
