@@ -76,10 +76,11 @@ public final class FaultInjectingTransport: Transport {
         /// requests after the script's end meet none.
         case script([Fault?])
         /// Each request meets at most one of `chances`, drawn from a generator seeded with
-        /// `seed`, the request's method and URL, and how many such requests came before it:
-        /// the same seed gives the same faults to the same requests, whatever order
-        /// concurrent requests arrive in. The chances are tried in order and should not add up
-        /// to more than 1.
+        /// `seed`, the request's method, path and query (not its host and port, so that a test
+        /// server on a new port each run meets the same faults), and how many such requests
+        /// came before it: with the same seed, the n-th request for a path meets the same fault
+        /// in every run, whatever the requests for other paths do in between. The chances are
+        /// tried in order and should not add up to more than 1.
         case seeded(UInt64, [Chance])
     }
 
@@ -155,7 +156,7 @@ public final class FaultInjectingTransport: Transport {
 
     /// The fault for the next request under the plan, recorded; `nil` for none.
     private func nextFault(for request: Request) -> Fault? {
-        let key = "\(request.method) \(request.urlString)"
+        let key = "\(request.method) \(request.head.path ?? "/")"
         return state.withLockedValue { state -> Fault? in
             let fault: Fault?
             switch plan {
@@ -173,7 +174,7 @@ public final class FaultInjectingTransport: Transport {
                 }?.fault
             }
             state.sent += 1
-            if let fault { state.injected.append(InjectedFault(request: key, fault: fault)) }
+            if let fault { state.injected.append(InjectedFault(request: "\(request.method) \(request.urlString)", fault: fault)) }
             return fault
         }
     }

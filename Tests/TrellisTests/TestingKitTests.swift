@@ -517,32 +517,35 @@ struct TestingKitTests {
             FaultInjectingTransport.Chance(.dropBeforeResponse, probability: 0.15),
             FaultInjectingTransport.Chance(.dropDuringResponse(afterBytes: 1), probability: 0.15),
         ]
-        let counter = RequestCounter()
-        try await TestServer.with({ counter.install($0) }) { url in
-            func run(seed: UInt64) async throws -> (faults: [FaultInjectingTransport.InjectedFault], outcomes: [String]) {
-                let faulty = FaultInjectingTransport(wrapping: kind.transport, plan: .seeded(seed, chances))
-                let client = Client(baseURL: url, transport: faulty) { $0.retry = RetryPolicy(maximumRetries: 1, sleep: { _ in }) }
-                var outcomes: [String] = []
-                for index in 0..<20 {
-                    let request = try Trellis.Request(method: .get, url: url.appending(path: "count").appending(queryItems: [URLQueryItem(name: "n", value: String(index % 4))]))
-                    do {
-                        _ = try await client.value(for: request, as: String.self)
-                        outcomes.append("ok")
-                    } catch let error as TrellisError {
-                        outcomes.append(CallSummaryName.of(error))
-                    }
+        func run(seed: UInt64, against url: URL) async throws -> (faults: [String], outcomes: [String]) {
+            let faulty = FaultInjectingTransport(wrapping: kind.transport, plan: .seeded(seed, chances))
+            let client = Client(baseURL: url, transport: faulty) { $0.retry = RetryPolicy(maximumRetries: 1, sleep: { _ in }) }
+            var outcomes: [String] = []
+            for index in 0..<20 {
+                let request = try Trellis.Request(method: .get, url: url.appending(path: "count").appending(queryItems: [URLQueryItem(name: "n", value: String(index % 4))]))
+                do {
+                    _ = try await client.value(for: request, as: String.self)
+                    outcomes.append("ok")
+                } catch let error as TrellisError {
+                    outcomes.append(CallSummaryName.of(error))
                 }
-                return (faulty.injected, outcomes)
             }
-            let first = try await run(seed: 42)
-            let again = try await run(seed: 42)
-            let other = try await run(seed: 7)
-            #expect(!first.faults.isEmpty)
-            #expect(first.faults == again.faults)
-            #expect(first.outcomes == again.outcomes)
-            #expect(first.outcomes.contains { $0 != "ok" })
-            #expect(other.faults != first.faults)
+            // Without the origin, which is a new port for each server.
+            let faults = faulty.injected.map { "\($0.request.replacingOccurrences(of: url.absoluteString, with: "")): \($0.fault)" }
+            return (faults, outcomes)
         }
+        let (first, again, other) = try await TestServer.with({ RequestCounter().install($0) }) { url in
+            (try await run(seed: 42, against: url), try await run(seed: 42, against: url), try await run(seed: 7, against: url))
+        }
+        // Another server, on another port, as the next run of a test suite would have.
+        let elsewhere = try await TestServer.with({ RequestCounter().install($0) }) { url in try await run(seed: 42, against: url) }
+        #expect(!first.faults.isEmpty)
+        #expect(first.faults == again.faults)
+        #expect(first.outcomes == again.outcomes)
+        #expect(first.faults == elsewhere.faults)
+        #expect(first.outcomes == elsewhere.outcomes)
+        #expect(first.outcomes.contains { $0 != "ok" })
+        #expect(other.faults != first.faults)
     }
 }
 
