@@ -24,13 +24,14 @@ final class CallObservation: Sendable {
         propagator: (any Instrument)?,
         span: (any Span)?,
         monitors: [any ClientEventMonitor],
+        archiveRecorders: [HTTPArchiveRecorder],
         metricsFactory: (any MetricsFactory)?,
         endpoint: String
     ) {
         self.propagator = propagator
         self.span = span
         self.monitors = monitors
-        self.archiveRecorders = monitors.compactMap { ($0 as? HTTPArchiveMonitor)?.recorder }
+        self.archiveRecorders = archiveRecorders
         self.metricsFactory = metricsFactory
         self.endpoint = endpoint
         self.started = .now

@@ -25,12 +25,8 @@ struct HopObservationStage: Stage {
         let hop = observation.hopStarted(request)
         let response: Response<ResponseBody>
         do {
-            if observation.archiveRecorders.isEmpty {
-                response = try await next(request, call)
-            } else {
-                response = try await Self.recording(request, in: observation.archiveRecorders, transportDecodes: transportDecodes) {
-                    try await next($0, call)
-                }
+            response = try await Self.recording(request, in: observation.archiveRecorders, transportDecodes: transportDecodes) {
+                try await next($0, call)
             }
         } catch {
             observation.hopFailed(error, for: request, hop: hop)
@@ -41,7 +37,7 @@ struct HopObservationStage: Stage {
         return response.withBody(Self.watching(response.body, observation: observation, request: request, hop: hop))
     }
 
-    /// The exchange `send` makes, recorded by each of `recorders`.
+    /// The exchange `send` makes, recorded by each of `recorders` (most calls have none).
     private static func recording(
         _ request: Request,
         in recorders: [HTTPArchiveRecorder],

@@ -11,6 +11,13 @@ import Tracing
 /// With nothing bootstrapped and no monitor, the stage is passed over.
 struct ObservationStage: Stage {
     let settings: Client.Configuration.Observability
+    /// The recorders of the monitors that record each hop as HAR, found once per client.
+    let archiveRecorders: [HTTPArchiveRecorder]
+
+    init(settings: Client.Configuration.Observability) {
+        self.settings = settings
+        self.archiveRecorders = settings.eventMonitors.compactMap { ($0 as? HTTPArchiveMonitor)?.recorder }
+    }
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         !settings.eventMonitors.isEmpty || settings.activeTracer != nil || settings.activeMetricsFactory != nil
@@ -36,6 +43,7 @@ struct ObservationStage: Stage {
             propagator: tracer.map { _ in settings.tracer.map { $0 as any Instrument } ?? InstrumentationSystem.instrument },
             span: span,
             monitors: settings.eventMonitors,
+            archiveRecorders: archiveRecorders,
             metricsFactory: metricsFactory,
             endpoint: endpoint
         )

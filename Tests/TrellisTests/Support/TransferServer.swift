@@ -5,6 +5,7 @@ import MultipartKit
 import NIOConcurrencyHelpers
 import NIOCore
 import Trellis
+@testable import TrellisTesting
 
 /// Bytes that look random and are the same on every run, and their SHA-256.
 ///
@@ -16,7 +17,7 @@ struct Blob: Sendable {
     let etag: String
 
     init(size: Int, seed: UInt64, etag: String? = nil) {
-        var generator = SplitMix64(seed: seed)
+        var generator = SeededGenerator(seed: seed)
         var block = ByteBuffer()
         for _ in 0..<(8 * 1024) { block.writeInteger(generator.next(), as: UInt64.self) }
         var buffer = ByteBuffer()
@@ -34,18 +35,6 @@ struct Blob: Sendable {
 
     var data: Data { Data(bytes.readableBytesView) }
     var sha256: String { Digest.hex(of: bytes) }
-}
-
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 enum Digest {
