@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
+import InMemoryTracing
 import NIOConcurrencyHelpers
+import NIOCore
 import Testing
 @testable import Trellis
 
@@ -324,6 +326,99 @@ struct ResilienceTests {
         }
     }
 
+    /// The first attempt answers while the hedge is out: it wins, and the hedge is cancelled,
+    /// which the server sees as its connection closing. Both attempts carry the call's trace
+    /// context: the hedge runs in a task of its own, which is given it.
+    @Test(arguments: TransportKind.allCases)
+    func theFirstAttemptWinsAndTheHedgeIsCancelled(_ kind: TransportKind) async throws {
+        try await ScriptedServer.with({ received in
+            received.field("X-Attempt") == nil
+                ? ScriptedServer.held(ScriptedServer.response("200 OK", body: "first")) : ScriptedServer.noAnswer
+        }) { server in
+            let first = NIOLockedValueBox(true)
+            let events = RecordedResilienceEvents()
+            let client = Client(baseURL: server.url, transport: kind.transport, middlewares: [MarkLaterAttempts(first: first)]) {
+                $0.resilience.hedging = Hedging(after: .fixed(.milliseconds(20)))
+                $0.observability = .init(tracer: InMemoryTracer(), eventMonitors: [events])
+            }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            var closes = server.closes.makeAsyncIterator()
+            let call = Task { try await client.data(for: Request(method: .get, url: server.url.appending(path: "slow"))).body }
+            _ = await arrivals.next()
+            _ = await arrivals.next()
+            server.releaseHeld()
+            let body = try await call.value
+            #expect(String(decoding: body, as: UTF8.self) == "first")
+            #expect(events.names == ["hedge_sent"])
+            // The hedge's connection closes; the first attempt's stays open for the next call.
+            _ = await closes.next()
+            let traces = server.requests.map { $0.field(InMemoryTracer.traceIDKey) }
+            #expect(traces.count == 2 && traces[0] != nil && traces[0] == traces[1])
+        }
+    }
+
+    /// The order of a race's ends, each chosen by the test, over a transport of its own: each
+    /// case's answer, and which exchanges were cancelled.
+    @Test func aRaceEndsWithTheFirstAnswerWhateverFailedBefore() async throws {
+        let get = try Request(method: .get, url: URL(string: "http://gated.test/items")!)
+        func race(_ ends: (GatedTransport) async throws -> Void) async throws -> (body: String?, error: (any Error)?, cancelled: Set<Int>) {
+            let transport = GatedTransport()
+            let client = Client(baseURL: URL(string: "http://gated.test")!, transport: transport) {
+                $0.retry = .none
+                $0.resilience.hedging = Hedging(after: .fixed(.zero))
+            }
+            let call = Task { try await client.data(for: get).body }
+            var started = transport.started.makeAsyncIterator()
+            _ = await started.next()
+            _ = await started.next()
+            try await ends(transport)
+            do {
+                let body = try await call.value
+                return (String(decoding: body, as: UTF8.self), nil, transport.cancelled)
+            } catch {
+                return (nil, error, transport.cancelled)
+            }
+        }
+        let refusal = { (host: String) in TrellisError.connectionFailed(ConnectionFailure(host: host, reason: "refused")) }
+
+        // The first attempt fails while the hedge is out: the call waits for the hedge.
+        let firstFails = try await race { $0.end(1, with: .failure(refusal("first"))); $0.end(2, with: .success("hedge")) }
+        #expect(firstFails.body == "hedge")
+        // The hedge fails: the first attempt still answers.
+        let hedgeFails = try await race { $0.end(2, with: .failure(refusal("hedge"))); $0.end(1, with: .success("first")) }
+        #expect(hedgeFails.body == "first")
+        // Both fail, in either order: the call fails as its first attempt did.
+        let bothFail = try await race { $0.end(2, with: .failure(refusal("hedge"))); $0.end(1, with: .failure(refusal("first"))) }
+        guard case TrellisError.connectionFailed(let failure)? = bothFail.error else {
+            Issue.record("expected the first attempt's failure, got \(String(describing: bothFail.error))")
+            return
+        }
+        #expect(failure.host == "first")
+        // The hedge answers first: the first attempt, in the caller's task, is called off.
+        let hedgeWins = try await race { $0.end(2, with: .success("hedge")) }
+        #expect(hedgeWins.body == "hedge")
+        #expect(hedgeWins.cancelled == [1])
+        // The first answers first: the hedge is cancelled.
+        let firstWins = try await race { $0.end(1, with: .success("first")) }
+        #expect(firstWins.body == "first")
+        #expect(firstWins.cancelled == [2])
+    }
+
+    /// Cancelling the caller cancels every attempt out, and sends no more hedges.
+    @Test func cancellingTheCallerCancelsEveryAttempt() async throws {
+        let transport = GatedTransport()
+        let client = Client(baseURL: URL(string: "http://gated.test")!, transport: transport) {
+            $0.retry = .none
+            $0.resilience.hedging = Hedging(after: .fixed(.zero), maximumHedges: 2)
+        }
+        let call = Task { try await client.data(for: Request(method: .get, url: URL(string: "http://gated.test/items")!)) }
+        var started = transport.started.makeAsyncIterator()
+        for _ in 0..<3 { _ = await started.next() }
+        call.cancel()
+        await #expect(throws: CancellationError.self) { try await call.value }
+        #expect(transport.cancelled == [1, 2, 3])
+    }
+
     /// A POST is not idempotent: it is never hedged, however slow.
     @Test func aPostIsNotHedged() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "done")) }) { server in
@@ -494,6 +589,55 @@ struct ResilienceTests {
 private struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// A transport whose exchanges each wait for the test to end them (``end(_:with:)``), so that
+/// a test chooses the order in which a race's attempts end; it records which were cancelled.
+private final class GatedTransport: Transport {
+    private struct State {
+        var started = 0
+        var waiting: [Int: CheckedContinuation<Trellis.Response<ResponseBody>, any Error>] = [:]
+        var cancelled: Set<Int> = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+    /// Yields each exchange's number, from 1, once it waits.
+    let started: AsyncStream<Int>
+    private let startedSink: AsyncStream<Int>.Continuation
+
+    init() {
+        (started, startedSink) = AsyncStream.makeStream()
+    }
+
+    var cancelled: Set<Int> { state.withLockedValue { $0.cancelled } }
+
+    func send(_ request: Trellis.Request, within limits: ExchangeLimits) async throws -> Trellis.Response<ResponseBody> {
+        let number = state.withLockedValue { state in
+            state.started += 1
+            return state.started
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let cancelled = state.withLockedValue { state in
+                    if !state.cancelled.contains(number) { state.waiting[number] = continuation }
+                    return state.cancelled.contains(number)
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) } else { startedSink.yield(number) }
+            }
+        } onCancel: {
+            let waiting = state.withLockedValue { state in
+                state.cancelled.insert(number)
+                return state.waiting.removeValue(forKey: number)
+            }
+            waiting?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Ends exchange `number` with a `200` and `result`'s text, or with its error.
+    func end(_ number: Int, with result: Result<String, any Error>) {
+        let waiting = state.withLockedValue { $0.waiting.removeValue(forKey: number) }
+        waiting?.resume(with: result.map { Trellis.Response(head: HTTPResponse(status: .ok), body: ResponseBody(ByteBuffer(string: $0))) })
+    }
 }
 
 /// Marks every attempt after the first, so the server can tell the hedge from the original.

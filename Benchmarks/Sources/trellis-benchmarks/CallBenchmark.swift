@@ -113,10 +113,11 @@ enum CallBenchmark {
     /// `TRELLIS_BENCH_RESILIENCE=idle`: the Trellis side with every resilience policy on, none
     /// of which ever acts on these calls; `idle-uncoalesced`: all but coalescing, which would
     /// share the concurrent cases' identical GETs; or a list of some of `budget`, `breaker`,
-    /// `limit`, `backoff`, `hedging` and `coalescing`. Unset: none, the default.
-    private static var idleResilience: Client.Configuration.Resilience {
+    /// `limit`, `backoff`, `hedging` and `coalescing`, joined by `,` or `+` (`+` within an
+    /// `alternate-runs` setting, whose own separator is `,`). Unset: none, the default.
+    static var idleResilience: Client.Configuration.Resilience {
         let setting = ProcessInfo.processInfo.environment["TRELLIS_BENCH_RESILIENCE"] ?? ""
-        var names = Set(setting.split(separator: ",").map(String.init))
+        var names = Set(setting.split(whereSeparator: { $0 == "," || $0 == "+" }).map(String.init))
         if setting == "idle" || setting == "idle-uncoalesced" {
             names = ["budget", "breaker", "limit", "backoff", "hedging"]
             if setting == "idle" { names.insert("coalescing") }

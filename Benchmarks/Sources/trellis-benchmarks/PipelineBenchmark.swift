@@ -22,8 +22,21 @@ enum PipelineBenchmark {
 
     static let calls = 100_000
 
+    /// A middleware that passes every request on: `TRELLIS_BENCH_PASSING=N` puts N of them in
+    /// the pipeline, for what a stage costs by being there.
+    struct Passing: Middleware {
+        func intercept(_ request: Trellis.Request, next: @Sendable (Trellis.Request) async throws -> Trellis.Response<ResponseBody>) async throws -> Trellis.Response<ResponseBody> {
+            try await next(request)
+        }
+    }
+
     static func run(rounds: Int) async throws -> [[String]] {
-        let service = ArticlesService(client: Client(baseURL: URL(string: "http://127.0.0.1:8080")!, transport: InstantTransport()))
+        // `TRELLIS_BENCH_RESILIENCE` as for the calls suite: the policies' cost without the network.
+        let passing = Int(ProcessInfo.processInfo.environment["TRELLIS_BENCH_PASSING"] ?? "") ?? 0
+        let client = Client(baseURL: URL(string: "http://127.0.0.1:8080")!, transport: InstantTransport(), middlewares: Array(repeating: Passing(), count: passing)) {
+            $0.resilience = CallBenchmark.idleResilience
+        }
+        let service = ArticlesService(client: client)
         let decoder = JSONDecoder()
         let body = ArticleFixtures.articleBody
         let raw: @Sendable () async throws -> Void = { _ = try decoder.decode(Article.self, from: body) }

@@ -19,6 +19,10 @@ public struct ExchangeLimits: Sendable {
     public var bufferLimit: Int?
     /// When the response head, and a buffered exchange's whole body, must have arrived.
     public var deadline: ContinuousClock.Instant
+    /// For the first attempt of a hedged call, how a hedge that answers first calls the
+    /// attempt off; `nil` otherwise. A transport that can be told (``Transport`` of Trellis's
+    /// own) cancels its exchange through ``withCancellationHandler(_:onCancel:)``.
+    var cancellation: AttemptCancellation?
 
     /// Limits with `timeout` from now.
     public init(timeout: Duration, idleTimeout: Duration, bufferLimit: Int? = nil) {

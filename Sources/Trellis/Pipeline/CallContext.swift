@@ -17,6 +17,9 @@ struct CallContext: Sendable {
     /// The origin of the attempt under way, as the resilience stages key their state: worked
     /// out by the first of them and shared with the rest (``originOfAttempt(_:)``).
     var attemptOrigin: String?
+    /// For the first attempt of a hedged call, which runs in the caller's task, how a hedge
+    /// that answers first calls it off (``HedgingStage``).
+    var cancellation: AttemptCancellation?
 
     init(bufferLimit: Int? = nil) {
         self.bufferLimit = bufferLimit
@@ -34,6 +37,11 @@ struct CallContext: Sendable {
     /// The limits the transport is given: those of the attempt, or, for a pipeline without
     /// ``TimeLimitStage`` (a test's), the client's default timeouts from now.
     var limitsOfAttempt: ExchangeLimits {
-        limits ?? ExchangeLimits(timeouts: Client.Configuration.Timeouts(), bufferLimit: bufferLimit)
+        guard let limits else {
+            var limits = ExchangeLimits(timeouts: Client.Configuration.Timeouts(), bufferLimit: bufferLimit)
+            limits.cancellation = cancellation
+            return limits
+        }
+        return limits
     }
 }

@@ -10,6 +10,9 @@ final class Pipeline: Sendable {
     /// Outermost first; the transport follows the last.
     let stages: [any Stage]
     let transport: any Transport
+    /// Whether the transport cancels an exchange when its attempt is called off
+    /// (``ExchangeLimits/cancellation``), so that it need not run in a task of its own.
+    let transportCancelsAttempts: Bool
 
     /// What a pipeline is made from: a client's settings.
     struct Settings {
@@ -31,6 +34,7 @@ final class Pipeline: Sendable {
     init(stages: [any Stage], transport: any Transport) {
         self.stages = stages
         self.transport = transport
+        transportCancelsAttempts = transport is AsyncHTTPClientTransport
     }
 
     /// The pipeline, in order.
@@ -122,10 +126,19 @@ final class Pipeline: Sendable {
             let stages = pipeline.stages
             guard let stage = stages[index...].firstIndex(where: { $0.isNeeded(for: request, call) }) else {
                 try Task.checkCancellation()
-                if let terminal { return try await terminal(request, call) }
-                return try await pipeline.transport.send(request, within: call.limitsOfAttempt)
+                guard let cancellation = call.cancellation else { return try await exchange(request, call) }
+                // The first attempt of a hedged call, which a hedge may call off.
+                if cancellation.isCalledOff { throw CancellationError() }
+                if terminal == nil && pipeline.transportCancelsAttempts { return try await exchange(request, call) }
+                return try await cancellation.run { try await exchange(request, call) }
             }
             return try await stages[stage].intercept(request, call, next: Next(pipeline: pipeline, from: stage + 1, terminal: terminal))
+        }
+
+        /// The exchange at the end of the pipeline: the transport's, or the terminal's.
+        private func exchange(_ request: Request, _ call: CallContext) async throws -> Response<ResponseBody> {
+            if let terminal { return try await terminal(request, call) }
+            return try await pipeline.transport.send(request, within: call.limitsOfAttempt)
         }
     }
 }

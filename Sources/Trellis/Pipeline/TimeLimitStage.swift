@@ -11,6 +11,7 @@ struct TimeLimitStage: Stage {
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         var call = call
         call.limits = ExchangeLimits(timeouts: timeouts, timeout: request.timeout, bufferLimit: call.bufferLimit)
+        call.limits?.cancellation = call.cancellation
         return try await next(request, call)
     }
 }

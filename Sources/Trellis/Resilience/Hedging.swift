@@ -6,7 +6,11 @@
 /// Only idempotent methods with a body that can be sent again are hedged. Each hedge is
 /// taken from the origin's ``RetryBudget`` when there is one: while the budget refuses
 /// retries, no hedge is sent. An attempt that fails ends the call only when no other is
-/// still out. Each hedge sent is a ``ResilienceEvent/hedgeSent(origin:after:)``.
+/// still out; when all fail, the call fails as its first attempt did. Each hedge sent is a
+/// ``ResilienceEvent/hedgeSent(origin:after:)``.
+///
+/// A hedge runs in a task of its own, which is given the call's trace context; task-local
+/// values of your own that a middleware reads are not carried over to it.
 ///
 /// ```swift
 /// let client = Client(baseURL: url) {

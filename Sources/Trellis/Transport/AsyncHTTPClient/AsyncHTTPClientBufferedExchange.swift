@@ -54,7 +54,7 @@ extension AsyncHTTPClientTransport {
                     task.futureResult.whenFailure { attempt.end(.failure($0)) }
                 }
                 do {
-                    let (head, body) = try await withTaskCancellationHandler {
+                    let (head, body) = try await limits.withCancellationHandler {
                         try await attempt.response()
                     } onCancel: {
                         task.cancel()

@@ -332,7 +332,9 @@ public final class AsyncHTTPClientTransport: Transport {
     private func send(_ request: Request, within limits: ExchangeLimits, through route: Route) async throws -> Response<ResponseBody> {
         if route.forwardsToProxy, let proxy = route.proxy {
             let connectTimeout = onDemandConfiguration.timeout.connect ?? .seconds(10)
-            return try await ProxyForwarding(proxy: proxy, connectTimeout: connectTimeout).send(request, within: limits)
+            let forwarding = ProxyForwarding(proxy: proxy, connectTimeout: connectTimeout)
+            if let cancellation = limits.cancellation { return try await cancellation.run { try await forwarding.send(request, within: limits) } }
+            return try await forwarding.send(request, within: limits)
         }
         // Every call counts, whichever way it goes, so that a call overlapping one with a
         // body (or a stream) is known not to be alone.
@@ -344,6 +346,10 @@ public final class AsyncHTTPClientTransport: Transport {
         let bodyGoesAlone = request.body?.bytes != nil && preferred != nil && route.proxy == nil
         if let bufferLimit = limits.bufferLimit, request.body == nil || bodyGoesAlone {
             return try await sendBuffered(request, upTo: bufferLimit, within: limits, through: route, preferring: preferred)
+        }
+        // AsyncHTTPClient's async API is cancelled with the task it runs in.
+        if let cancellation = limits.cancellation {
+            return try await cancellation.run { try await self.sendThroughAsyncAPI(request, within: limits, through: route) }
         }
         return try await sendThroughAsyncAPI(request, within: limits, through: route)
     }
