@@ -20,8 +20,9 @@ public struct ExchangeLimits: Sendable {
     /// When the response head, and a buffered exchange's whole body, must have arrived.
     public var deadline: ContinuousClock.Instant
     /// For the first attempt of a hedged call, how a hedge that answers first calls the
-    /// attempt off; `nil` otherwise. A transport that can be told (``Transport`` of Trellis's
-    /// own) cancels its exchange through ``withCancellationHandler(_:onCancel:)``.
+    /// attempt off; `nil` otherwise. AsyncHTTPClient's buffered exchanges cancel their request
+    /// through ``withCancellationHandler(_:onCancel:)``; any other exchange of such an attempt
+    /// runs in a task of its own (``AttemptCancellation/run(_:)``).
     var cancellation: AttemptCancellation?
 
     /// Limits with `timeout` from now.

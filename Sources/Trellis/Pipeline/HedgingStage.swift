@@ -7,8 +7,8 @@ struct HedgingStage: Stage {
     /// The origin's retry budget, which each hedge draws on, when the client has one.
     let budgets: OriginStates<RetryTokens>?
     /// One timer for the delays of all the client's calls: a call that starts or ends touches
-    /// only its lock, where a timer task beside each attempt cost a fifth of a loopback GET
-    /// (`Benchmarks/README.md`, "Resilience across calls").
+    /// only its lock. Each attempt in a task of its own, with a timer task beside it, cost 15% of
+    /// a loopback GET (`Benchmarks/README.md`, "Hedging without a task per attempt").
     let delays = DeadlineTimer<HedgeRace> { $0.delayPassed() }
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
