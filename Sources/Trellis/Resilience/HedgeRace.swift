@@ -8,7 +8,8 @@ import Tracing
 /// The first attempt runs in the caller's task, as it would without hedging; hedges run in
 /// tasks of their own, started when the client's timer finds the delay passed
 /// (``delayPassed()``). An attempt that answers in time, as most do, so costs a timer entry
-/// and a few locks. A hedge that answers first calls the first attempt off
+/// and a few locks: hedging that never acts went from 15% of a loopback GET to 2.4% (A/B in
+/// `Benchmarks/README.md`, "Hedging without a task per attempt"). A hedge that answers first calls the first attempt off
 /// (``firstAttempt``), which cancels its exchange; the caller then gets the hedge's answer.
 /// An attempt that fails ends the call only when no other is still out; when every attempt
 /// fails, the call fails as its first attempt did.
