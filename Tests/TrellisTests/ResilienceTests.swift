@@ -66,6 +66,18 @@ struct ResilienceTests {
         }
     }
 
+    /// The key every policy keeps its state by: one origin however the URL spells it.
+    @Test func anOriginIsOneHoweverItsURLSpellsIt() {
+        let origin = { (url: String) in Request.origin(of: URL(string: url)!) }
+        #expect(origin("https://API.Example.com/v1") == "https://api.example.com:443")
+        #expect(origin("https://api.example.com:443/v2?q=1") == "https://api.example.com:443")
+        #expect(origin("HTTP://api.example.com") == "http://api.example.com:80")
+        #expect(origin("http://api.example.com:8080") == "http://api.example.com:8080")
+        #expect(origin("http://[::1]/") == "http://[::1]:80")
+        #expect(origin("http://[::1]:8080/") == "http://[::1]:8080")
+        #expect(origin("ftp://example.com") == nil)
+    }
+
     // MARK: Circuit breaker
 
     @Test(arguments: TransportKind.allCases)

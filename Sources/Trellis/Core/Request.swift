@@ -149,15 +149,17 @@ public struct Request: Sendable {
     }
 
     static func origin(scheme: String, authority: String) -> String {
-        // Lowercased only when there is something to lower: most are already.
-        let hasUppercase = { (text: String) in text.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }
-        let scheme = hasUppercase(scheme) ? scheme.lowercased() : scheme
-        var authority = hasUppercase(authority) ? authority.lowercased() : authority
-        // The standard library's own checks: `contains` with a string argument is Foundation's,
-        // several times slower, and resilience policies read an origin on every attempt.
-        let hasPort = authority.hasPrefix("[") ? !authority.hasSuffix("]") : authority.contains(":" as Character)
-        if !hasPort { authority += scheme == "https" ? ":443" : ":80" }
-        return scheme + "://" + authority
+        // Read as bytes throughout: resilience policies read an origin on every call, and
+        // checks by `Character` (or Foundation's `contains`) cost several times more.
+        let isUppercase = { (byte: UInt8) in byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+        let scheme = scheme.utf8.contains(where: isUppercase) ? scheme.lowercased() : scheme
+        let authority = authority.utf8.contains(where: isUppercase) ? authority.lowercased() : authority
+        // An IPv6 literal's colons are inside its brackets; a port follows the closing one.
+        let hasPort = authority.utf8.first == UInt8(ascii: "[")
+            ? authority.utf8.last != UInt8(ascii: "]")
+            : authority.utf8.contains(UInt8(ascii: ":"))
+        let port = hasPort ? "" : scheme == "https" ? ":443" : ":80"
+        return "\(scheme)://\(authority)\(port)"
     }
 
     /// Sets a header field from text, rejecting what would change the request's framing.
