@@ -14,8 +14,9 @@ struct CallContext: Sendable {
     /// given without an origin of their own are sent to it alone. `nil` on the first hop,
     /// whose origin is the request's.
     var origin: String?
-    /// The origin of the attempt under way, as the resilience stages key their state: worked
-    /// out by the first of them and shared with the rest (``originOfAttempt(_:)``).
+    /// The origin the call's attempts go to, as the resilience stages key their state: worked
+    /// out once per call by ``RetryStage`` when the client has resilience policies
+    /// (``originOfAttempt(_:)``).
     var attemptOrigin: String?
     /// For the first attempt of a hedged call, which runs in the caller's task, how a hedge
     /// that answers first calls it off (``HedgingStage``).
@@ -25,13 +26,11 @@ struct CallContext: Sendable {
         self.bufferLimit = bufferLimit
     }
 
-    /// `request`'s origin, `scheme://host:port`, made once per attempt: each resilience stage
-    /// needs it, and making it is most of what an idle one costs.
-    mutating func originOfAttempt(_ request: Request) -> String {
-        if let attemptOrigin { return attemptOrigin }
-        let origin = request.origin
-        attemptOrigin = origin
-        return origin
+    /// `request`'s origin, `scheme://host:port`, as ``RetryStage`` worked it out for the
+    /// call: each resilience stage needs it, and making it again in each would cost them more
+    /// than their own work. Made here in a pipeline without that stage (a test's).
+    func originOfAttempt(_ request: Request) -> String {
+        attemptOrigin ?? request.origin
     }
 
     /// The limits the transport is given: those of the attempt, or, for a pipeline without

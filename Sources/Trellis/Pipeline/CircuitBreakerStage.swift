@@ -7,7 +7,6 @@ struct CircuitBreakerStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let breaker = circuits.settings
-        var call = call
         let origin = call.originOfAttempt(request)
         let probe: Bool
         switch circuits.update(origin, { $0.admit(at: breaker.now(), breaker) }) {

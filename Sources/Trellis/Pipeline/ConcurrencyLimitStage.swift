@@ -4,7 +4,6 @@ struct ConcurrencyLimitStage: Stage {
     let slots: OriginStates<ConcurrencySlots>
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        var call = call
         let origin = call.originOfAttempt(request)
         try await enter(origin, request: request, call: call)
         defer {

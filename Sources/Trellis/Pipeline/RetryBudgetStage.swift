@@ -10,7 +10,6 @@ struct RetryBudgetStage: Stage {
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let policy = request.retryPolicy ?? self.policy
         let budget = budgets.settings
-        var call = call
         let origin = call.originOfAttempt(request)
         let response: Response<ResponseBody>
         do {

@@ -28,7 +28,8 @@ final class OriginStates<State: OriginState>: Sendable {
     /// Runs `body` on the state of `origin`, under the lock.
     func update<Result>(_ origin: String, _ body: (inout State) -> Result) -> Result {
         states.withLockedValue { states in
-            if states[origin] == nil, states.count >= Self.capacity {
+            // The count first: looking the origin up hashes it, and copies its state out.
+            if states.count >= Self.capacity, states[origin] == nil {
                 states = states.filter { !$0.value.isIdle(settings) }
             }
             return body(&states[origin, default: State(settings)])
