@@ -16,7 +16,7 @@ struct CircuitBreakerStage: Stage {
             probe = true
             if halfOpened { call.observation?.resilienceEvent(.circuitHalfOpened(origin: origin), for: request) }
         case .refuse(let reason, let retryAt, let detail):
-            let refusal = CallRefusal(request: request, origin: origin, reason: reason, retryAt: retryAt.map(date), detail: detail)
+            let refusal = CallRefusal(request: request, origin: origin, reason: reason, retryAt: retryAt, detail: detail)
             call.observation?.resilienceEvent(.callRefused(refusal), for: request)
             throw TrellisError.callRefused(refusal)
         }
@@ -45,7 +45,7 @@ struct CircuitBreakerStage: Stage {
         let change = circuits.update(origin) { $0.record(failed: failed, probe: probe, at: breaker.now(), breaker) }
         switch change {
         case .opened(let until, let detail):
-            call.observation?.resilienceEvent(.circuitOpened(origin: origin, until: date(until), detail: detail), for: request)
+            call.observation?.resilienceEvent(.circuitOpened(origin: origin, until: until, detail: detail), for: request)
         case .closed:
             call.observation?.resilienceEvent(.circuitClosed(origin: origin), for: request)
         case nil:
@@ -56,10 +56,5 @@ struct CircuitBreakerStage: Stage {
     private static func wasNotSent(_ error: any Error) -> Bool {
         if case TrellisError.callRefused = error { return true }
         return false
-    }
-
-    /// `instant` of the breaker's clock as a date, for errors and events.
-    private func date(_ instant: ContinuousClock.Instant) -> Date {
-        Date().addingTimeInterval((instant - circuits.settings.now()).inSeconds)
     }
 }

@@ -1,9 +1,13 @@
+import Foundation
+
 /// One origin's circuit: closed (counting failures), open until a time, or half open while
 /// its probe calls are out.
 struct CircuitState: OriginState {
     enum Phase: Equatable {
         case closed
-        case open(until: ContinuousClock.Instant, detail: String)
+        /// `retryAt` is `until` as a date, for refusals and events, worked out once when the
+        /// circuit opened: a refusal reads no clock but the one it must.
+        case open(until: ContinuousClock.Instant, retryAt: Date, detail: String)
         case halfOpen(probesInFlight: Int, probesAnswered: Int)
     }
 
@@ -14,12 +18,12 @@ struct CircuitState: OriginState {
         /// Go as a probe; `halfOpened` when this call's arrival ended the cool-down.
         case probe(halfOpened: Bool)
         /// Fail at once.
-        case refuse(CallRefusal.Reason, retryAt: ContinuousClock.Instant?, detail: String)
+        case refuse(CallRefusal.Reason, retryAt: Date?, detail: String)
     }
 
     /// A change of state an attempt's outcome caused.
     enum Change {
-        case opened(until: ContinuousClock.Instant, detail: String)
+        case opened(until: Date, detail: String)
         case closed
     }
 
@@ -33,12 +37,14 @@ struct CircuitState: OriginState {
         phase == .closed && consecutiveFailures == 0 && recent.isEmpty
     }
 
-    mutating func admit(at now: ContinuousClock.Instant, _ breaker: CircuitBreaker) -> Admission {
+    /// `now` is read only when the circuit is not closed: a closed one, the usual, costs no
+    /// clock reading.
+    mutating func admit(at now: @autoclosure () -> ContinuousClock.Instant, _ breaker: CircuitBreaker) -> Admission {
         switch phase {
         case .closed:
             return .pass
-        case .open(let until, let detail):
-            guard now >= until else { return .refuse(.circuitOpen, retryAt: until, detail: detail) }
+        case .open(let until, let retryAt, let detail):
+            guard now() >= until else { return .refuse(.circuitOpen, retryAt: retryAt, detail: detail) }
             phase = .halfOpen(probesInFlight: 1, probesAnswered: 0)
             return .probe(halfOpened: true)
         case .halfOpen(let inFlight, let answered):
@@ -49,13 +55,14 @@ struct CircuitState: OriginState {
     }
 
     /// Records an attempt's outcome: `failed`, or answered (`false`); `probe` when
-    /// ``admit(at:_:)`` let it go as one.
-    mutating func record(failed: Bool, probe: Bool, at now: ContinuousClock.Instant, _ breaker: CircuitBreaker) -> Change? {
+    /// ``admit(at:_:)`` let it go as one. `now` is read only when the outcome is counted in a
+    /// window or opens the circuit.
+    mutating func record(failed: Bool, probe: Bool, at now: @autoclosure () -> ContinuousClock.Instant, _ breaker: CircuitBreaker) -> Change? {
         if probe {
             // An outcome of a probe of an earlier half-open spell (the circuit opened again
             // meanwhile) has nothing left to decide.
             guard case .halfOpen(let inFlight, let answered) = phase else { return nil }
-            if failed { return open(at: now, breaker, detail: "a probe call failed") }
+            if failed { return open(at: now(), breaker, detail: "a probe call failed") }
             guard answered + 1 >= breaker.probes else {
                 phase = .halfOpen(probesInFlight: inFlight - 1, probesAnswered: answered + 1)
                 return nil
@@ -66,14 +73,15 @@ struct CircuitState: OriginState {
             return .closed
         }
         // Outcomes of calls that started before the circuit opened decide nothing.
-        guard phase == .closed else { return nil }
+        guard case .closed = phase else { return nil }
         switch breaker.trip {
         case .consecutiveFailures(let limit):
             consecutiveFailures = failed ? consecutiveFailures + 1 : 0
             if consecutiveFailures >= limit {
-                return open(at: now, breaker, detail: "\(consecutiveFailures) failures in a row")
+                return open(at: now(), breaker, detail: "\(consecutiveFailures) failures in a row")
             }
         case .failureRate(let rate, let minimumCalls, let window):
+            let now = now()
             recent.record(failed: failed, at: now, window: window)
             let (calls, failures) = recent.counts(at: now, window: window)
             if calls >= minimumCalls, Double(failures) >= rate * Double(calls) {
@@ -90,11 +98,11 @@ struct CircuitState: OriginState {
     }
 
     private mutating func open(at now: ContinuousClock.Instant, _ breaker: CircuitBreaker, detail: String) -> Change {
-        let until = now + breaker.coolDown
-        phase = .open(until: until, detail: detail)
+        let retryAt = Date().addingTimeInterval(breaker.coolDown.inSeconds)
+        phase = .open(until: now + breaker.coolDown, retryAt: retryAt, detail: detail)
         consecutiveFailures = 0
         recent = RecentOutcomes()
-        return .opened(until: until, detail: detail)
+        return .opened(until: retryAt, detail: detail)
     }
 }
 
