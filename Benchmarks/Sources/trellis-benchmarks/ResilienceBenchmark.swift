@@ -74,15 +74,25 @@ enum ResilienceBenchmark {
             _ = try? await breaking.data(for: broken)
             // The floor it is compared with: the same call failed by the transport at once.
             let failing = Client(baseURL: url, transport: FailingTransport())
+            // And the floor of any call that fails: one its first middleware fails, before any
+            // of the client's stages but the call's observation has run.
+            let stopped = Client(baseURL: url, middlewares: [FailingMiddleware()])
             var refused = Double.infinity
             var failed = Double.infinity
+            var failedFirst = Double.infinity
             for _ in 0..<max(1, rounds) {
                 refused = min(refused, try await microseconds { _ = try await breaking.data(for: broken) })
+                if onlyRefusals { continue }
                 failed = min(failed, try await microseconds { _ = try await failing.data(for: broken) })
+                failedFirst = min(failedFirst, try await microseconds { _ = try await stopped.data(for: broken) })
             }
             rows.append(Row(
                 name: "a call refused by an open circuit", baseline: "failed by the transport", baselineValue: failed,
                 value: refused, unit: "µs", note: "client.data(for:) to its error; best of \(max(1, rounds)) runs of \(refusals)"
+            ))
+            rows.append(Row(
+                name: "a call refused by an open circuit", baseline: "failed by its first middleware", baselineValue: failedFirst,
+                value: refused, unit: "µs", note: "the same runs"
             ))
             return rows
         }
@@ -131,6 +141,17 @@ private final class HedgeCounter: ClientEventMonitor {
 /// a call that ends in an error.
 private struct FailingTransport: Transport {
     func send(_ request: Trellis.Request, within limits: ExchangeLimits) async throws -> Trellis.Response<Trellis.ResponseBody> {
+        throw TrellisError.connectionFailed(ConnectionFailure(host: "127.0.0.1", reason: "refused"))
+    }
+}
+
+/// A middleware that fails every call before passing it on: the floor of a call that ends in
+/// an error, with none of the client's stages at work.
+private struct FailingMiddleware: Middleware {
+    func intercept(
+        _ request: Trellis.Request,
+        next: @Sendable (Trellis.Request) async throws -> Trellis.Response<Trellis.ResponseBody>
+    ) async throws -> Trellis.Response<Trellis.ResponseBody> {
         throw TrellisError.connectionFailed(ConnectionFailure(host: "127.0.0.1", reason: "refused"))
     }
 }
