@@ -146,7 +146,7 @@ private struct FailingTransport: Transport {
 }
 
 /// A middleware that fails every call before passing it on: the floor of a call that ends in
-/// an error, with none of the client's stages at work.
+/// an error, with no stage of the client at work but the observation check.
 private struct FailingMiddleware: Middleware {
     func intercept(
         _ request: Trellis.Request,

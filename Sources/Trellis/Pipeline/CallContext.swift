@@ -14,23 +14,12 @@ struct CallContext: Sendable {
     /// given without an origin of their own are sent to it alone. `nil` on the first hop,
     /// whose origin is the request's.
     var origin: String?
-    /// The origin the call's attempts go to, as the resilience stages key their state: worked
-    /// out once per call by ``RetryStage`` when the client has resilience policies
-    /// (``originOfAttempt(_:)``).
-    var attemptOrigin: String?
     /// For the first attempt of a hedged call, which runs in the caller's task, how a hedge
     /// that answers first calls it off (``HedgingStage``).
     var cancellation: AttemptCancellation?
 
     init(bufferLimit: Int? = nil) {
         self.bufferLimit = bufferLimit
-    }
-
-    /// `request`'s origin, `scheme://host:port`, as ``RetryStage`` worked it out for the
-    /// call: each resilience stage needs it, and making it again in each would cost them more
-    /// than their own work. Made here in a pipeline without that stage (a test's).
-    func originOfAttempt(_ request: Request) -> String {
-        attemptOrigin ?? request.origin
     }
 
     /// The limits the transport is given: those of the attempt, or, for a pipeline without

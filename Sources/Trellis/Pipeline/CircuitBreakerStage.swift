@@ -7,7 +7,7 @@ struct CircuitBreakerStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let breaker = circuits.settings
-        let origin = call.originOfAttempt(request)
+        let origin = request.origin
         let probe: Bool
         switch circuits.update(origin, { $0.admit(at: breaker.now(), breaker) }) {
         case .pass:

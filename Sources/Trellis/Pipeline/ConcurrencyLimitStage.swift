@@ -4,7 +4,7 @@ struct ConcurrencyLimitStage: Stage {
     let slots: OriginStates<ConcurrencySlots>
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        let origin = call.originOfAttempt(request)
+        let origin = request.origin
         try await enter(origin, request: request, call: call)
         defer {
             // The place passes to the first waiter, if any, under the lock; it is resumed

@@ -17,7 +17,7 @@ struct HedgingStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         var first = call
-        let origin = first.originOfAttempt(request)
+        let origin = request.origin
         let delay = switch hedging.delay {
         case .fixed(let delay): delay
         case .percentile(let percentile, let initially): latencies.update(origin) { $0.value(at: percentile) } ?? initially

@@ -61,10 +61,7 @@ final class Pipeline: Sendable {
         ))
         let resilience = settings.resilience
         if let calls = resilience.calls { stages.append(CoalescingStage(calls: calls)) }
-        stages.append(RetryStage(
-            policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets,
-            policiesNeedOrigin: resilience.keysByOrigin
-        ))
+        stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets))
         if let hedging = resilience.hedging, let latencies = resilience.latencies {
             stages.append(HedgingStage(hedging: hedging, latencies: latencies, budgets: resilience.budgets))
         }

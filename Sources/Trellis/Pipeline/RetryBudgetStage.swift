@@ -10,7 +10,7 @@ struct RetryBudgetStage: Stage {
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let policy = request.retryPolicy ?? self.policy
         let budget = budgets.settings
-        let origin = call.originOfAttempt(request)
+        let origin = request.origin
         let response: Response<ResponseBody>
         do {
             response = try await next(request, call)

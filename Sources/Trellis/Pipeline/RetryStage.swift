@@ -12,13 +12,8 @@ struct RetryStage: Stage {
     let logger: Logger
     /// The client's retry budgets (``RetryBudget``), which each retry must be allowed by.
     var budgets: OriginStates<RetryTokens>? = nil
-    /// Whether the client has resilience policies, which key their state by the origin of
-    /// each attempt: it is worked out here, once per call (``CallContext/attemptOrigin``).
-    var policiesNeedOrigin = false
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        var call = call
-        if policiesNeedOrigin { call.attemptOrigin = request.origin }
         let maximumRetries = request.maximumRetries
         let retries = request.retryPolicy.map { $0.allowsRetrying(request, maximumRetries: maximumRetries) }
             ?? RetryPolicy.allowsRetrying(
@@ -84,7 +79,7 @@ struct RetryStage: Stage {
     /// refusal is reported.
     private func budgetAllows(_ request: Request, _ call: CallContext) -> Bool {
         guard let budgets else { return true }
-        let origin = call.originOfAttempt(request)
+        let origin = request.origin
         let budget = budgets.retryAllowance(origin)
         if !budget.allowed {
             logger.debug("\(RequestLog.summary(request)): not retried, the retry budget of \(origin) is spent")

@@ -7,7 +7,7 @@ struct SharedBackoffStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let backoff = pauses.settings
-        let origin = call.originOfAttempt(request)
+        let origin = request.origin
         // Again after each wait: another answer may have made the pause longer meanwhile.
         while let until = pauses.update(origin, { $0.until }), case let now = ContinuousClock.now, until > now {
             let ends = Date().addingTimeInterval((until - now).inSeconds)

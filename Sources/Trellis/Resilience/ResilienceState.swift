@@ -11,11 +11,6 @@ final class ResilienceState: Sendable {
     let hedging: Hedging?
     let calls: InFlightCalls?
 
-    /// Whether any policy keeps state per origin.
-    var keysByOrigin: Bool {
-        budgets != nil || circuits != nil || slots != nil || pauses != nil || latencies != nil
-    }
-
     init(_ settings: Client.Configuration.Resilience) {
         budgets = settings.retryBudget.map { OriginStates($0) }
         circuits = settings.circuitBreaker.map { OriginStates($0) }
