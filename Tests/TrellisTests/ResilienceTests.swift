@@ -7,7 +7,7 @@ import Testing
 @testable import Trellis
 
 /// Each resilience policy against a real in-process server whose failures the test scripts.
-@Suite("Resilience across calls", .timeLimit(.minutes(1)))
+@Suite("Resilience across calls", .hangGuard)
 struct ResilienceTests {
     // MARK: Retry budget
 

@@ -77,7 +77,7 @@ private func temporaryFile(_ name: String) -> URL {
     FileManager.default.temporaryDirectory.appending(path: "trellis-\(UUID().uuidString)-\(name).har")
 }
 
-@Suite("Testing kit: HAR recording and replay, fault injection", .timeLimit(.minutes(1)))
+@Suite("Testing kit: HAR recording and replay, fault injection", .hangGuard)
 struct TestingKitTests {
     @Test("Record service calls over a real server, replay them with no server", arguments: TransportKind.allCases)
     func recordThenReplayOffline(kind: TransportKind) async throws {
