@@ -126,8 +126,11 @@ struct CacheStage: Stage {
         if control.noStore, !(control.mustUnderstand && Self.understoodStatuses.contains(code)) { return false }
         guard !CachedResponse.varyNames(of: response.head).contains("*") else { return false }
         // A response to a request with credentials may be kept only when it says so
-        // (RFC 9111 section 3.5).
-        if request.headerFields[.authorization] != nil, !(control.isPublic || control.sharedMaxAge != nil || control.mustRevalidate) {
+        // (RFC 9111 section 3.5). Clients derived from one share its cache, each with
+        // credentials of its own: an API key in a header is a credential as much as
+        // `Authorization` is, and the credential stages mark every field they add as secret.
+        let credentialed = request.headerFields.contains { $0.name == .authorization || $0.indexingStrategy == .disallow }
+        if credentialed, !(control.isPublic || control.sharedMaxAge != nil || control.mustRevalidate) {
             return false
         }
         let fields = response.headerFields

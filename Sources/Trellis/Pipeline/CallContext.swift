@@ -17,6 +17,9 @@ struct CallContext: Sendable {
     /// For the first attempt of a hedged call, which runs in the caller's task, how a hedge
     /// that answers first calls it off (``HedgingStage``).
     var cancellation: AttemptCancellation?
+    /// Whether this attempt is a hedge (``HedgingStage``): it sends a request of its own,
+    /// never sharing one in flight (``CoalescingStage``), least of all its own call's.
+    var isHedge = false
 
     init(bufferLimit: Int? = nil) {
         self.bufferLimit = bufferLimit

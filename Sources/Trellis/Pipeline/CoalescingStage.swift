@@ -1,17 +1,23 @@
-/// Lets identical buffered `GET` and `HEAD` calls in flight together share one request
+/// Lets identical buffered `GET` and `HEAD` exchanges in flight together share one request
 /// (``Coalescing``): the first goes on down the pipeline, the others wait for its response.
+///
+/// It sits on every hop after every stage that adds to the request (the caller's middlewares
+/// of both scopes, the interceptors, the access token, default headers, cookies,
+/// `Accept-Encoding`), so its key is the request as it will be sent: calls whose credentials,
+/// cookies or tenant differ, however they came to, never share. Only the trace context, which
+/// is the call's own, is added after it.
 struct CoalescingStage: Stage {
     let calls: InFlightCalls
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
-        call.bufferLimit != nil && (request.method == .get || request.method == .head) && request.body == nil
+        call.bufferLimit != nil && !call.isHedge && (request.method == .get || request.method == .head) && request.body == nil
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         guard let bufferLimit = call.bufferLimit else { return try await next(request, call) }
         let key = calls.key(for: request, bufferLimit: bufferLimit)
         while true {
-            let outcome = try await calls.join(key) {
+            let outcome = try await calls.join(key, calledOffBy: call.cancellation) {
                 call.observation?.resilienceEvent(.coalesced(origin: request.origin), for: request)
             }
             switch outcome {

@@ -50,8 +50,8 @@ final class Pipeline: Sendable {
         var stages: [any Stage] = []
         // Once per call: the call's span and metrics around everything, the caller's
         // middlewares (the client's, then a service's), then the checks before and after,
-        // coalescing, and the retries; each attempt with its hedges, the resilience policies
-        // of its origin and its time limits.
+        // and the retries; each attempt with its hedges, the resilience policies of its
+        // origin and its time limits.
         stages.append(ObservationStage(settings: configuration.observability))
         stages += callMiddlewares
         stages.append(PreconditionStage(preconditions: configuration.validation.preconditions))
@@ -60,7 +60,6 @@ final class Pipeline: Sendable {
             acceptedStatuses: configuration.validation.acceptedStatuses
         ))
         let resilience = settings.resilience
-        if let calls = resilience.calls { stages.append(CoalescingStage(calls: calls)) }
         stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets))
         if let hedging = resilience.hedging, let latencies = resilience.latencies {
             stages.append(HedgingStage(hedging: hedging, latencies: latencies, budgets: resilience.budgets))
@@ -82,6 +81,10 @@ final class Pipeline: Sendable {
             stages.append(CookieStage(jar: jar, logger: configuration.logger))
         }
         stages.append(CompressionStage(settings: configuration.compression, transportDecodes: settings.transport.decodesContentEncoding))
+        // After every stage that adds to the request, so that calls share an exchange only
+        // when they would send the same thing; before the cache, so that callers who miss
+        // together cost one fetch and one store.
+        if let calls = resilience.calls { stages.append(CoalescingStage(calls: calls)) }
         if let cache = configuration.cache {
             stages.append(CacheStage(cache: cache))
         }

@@ -1,16 +1,19 @@
 public import HTTPTypes
 
-/// In-flight coalescing: identical buffered `GET` and `HEAD` calls that overlap share one
+/// In-flight coalescing: identical buffered `GET` and `HEAD` exchanges that overlap share one
 /// request and its response, so a hundred callers asking for the same thing at once cost the
 /// server one request. With an ``HTTPCache``, that makes one fetch per cache miss however many
 /// callers ask.
 ///
-/// Two calls are identical when they have the same method and URL, the same header fields
-/// (but for ``ignoredFields``), the same access token label, the same cache policy and the
-/// same body limit; calls that carry different credentials never share. Each caller checks
-/// the shared response with its own accepted statuses and validations. The first caller's
-/// request is the one sent: when it is cancelled, the others start again. Each caller that
-/// joined another's request is a ``ResilienceEvent/coalesced(origin:)``.
+/// Two exchanges are identical when the requests would go out the same: the same method and
+/// URL, the same header fields (but for ``ignoredFields``), the same access token label, the
+/// same cache policy and the same body limit. The comparison is made on each hop after every
+/// stage that adds to a request (middlewares of both scopes, interceptors, credentials, the
+/// access token, default headers, cookies), so calls that carry different credentials never
+/// share, whatever added them. Each caller checks the shared response with its own accepted
+/// statuses and validations, and goes through its own retries and redirects. The first
+/// caller's request is the one sent: when it is cancelled, the others start again. Each caller
+/// that joined another's request is a ``ResilienceEvent/coalesced(origin:)``.
 ///
 /// ```swift
 /// let client = Client(baseURL: url) {

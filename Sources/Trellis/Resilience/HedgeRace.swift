@@ -52,7 +52,9 @@ final class HedgeRace: Sendable {
         self.origin = origin
         self.delay = delay
         self.request = request
-        self.call = call
+        var hedge = call
+        hedge.isHedge = true
+        self.call = hedge
         self.next = next
         serviceContext = ServiceContext.current
         refreshingLabel = AccessTokenAuthorizer.refreshingLabel

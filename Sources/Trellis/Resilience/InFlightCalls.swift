@@ -58,30 +58,35 @@ final class InFlightCalls: Sendable {
 
     /// Joins the call in flight under `key` (calling `joined` as it does) and returns how it
     /// ended, or returns `nil` when there was none: the caller's call is then the one in
-    /// flight, and it must ``finish(_:with:)`` it.
-    func join(_ key: Key, joined: () -> Void) async throws -> Outcome? {
+    /// flight, and it must ``finish(_:with:)`` it. A caller that is the first attempt of a
+    /// hedged call stops waiting, with `CancellationError`, when a hedge answers first.
+    func join(_ key: Key, calledOffBy cancellation: AttemptCancellation? = nil, joined: () -> Void) async throws -> Outcome? {
         let caller = state.withLockedValue { state in
             state.nextCaller += 1
             return state.nextCaller
         }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome?, any Error>) in
-                let joinedOne = state.withLockedValue { state -> Bool in
-                    guard state.flights[key] != nil else {
-                        state.flights[key] = Flight()
-                        return false
+        func wait() async throws -> Outcome? {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome?, any Error>) in
+                    let joinedOne = self.state.withLockedValue { state -> Bool in
+                        guard state.flights[key] != nil else {
+                            state.flights[key] = Flight()
+                            return false
+                        }
+                        state.flights[key]?.joined[caller] = continuation
+                        return true
                     }
-                    state.flights[key]?.joined[caller] = continuation
-                    return true
+                    guard joinedOne else { return continuation.resume(returning: nil) }
+                    joined()
+                    // Cancelled, or called off, before the handlers could find it.
+                    if Task.isCancelled || cancellation?.isCalledOff == true { self.leave(key, caller) }
                 }
-                guard joinedOne else { return continuation.resume(returning: nil) }
-                joined()
-                // Cancelled before the handler below could find it.
-                if Task.isCancelled { leave(key, caller) }
+            } onCancel: {
+                self.leave(key, caller)
             }
-        } onCancel: {
-            leave(key, caller)
         }
+        guard let cancellation else { return try await wait() }
+        return try await cancellation.exchange(cancelledBy: { self.leave(key, caller) }, wait)
     }
 
     /// Ends the call in flight under `key`, giving `outcome` to every caller that joined it.
