@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import Testing
+import X509
 @testable import Trellis
 
 /// Proxies, name overrides and Unix sockets, against real programs: tinyproxy (an HTTP proxy)
@@ -113,6 +114,35 @@ struct ConnectivityIntegrationTests {
                 #expect(fakeProxy.requests.allSatisfy { $0.method == "GET" && $0.target == "http://origin.trellis.test/x" })
             }
             #expect(fakeProxy.requests.last?.field("Proxy-Authorization") == "Basic " + Data("svc:never-right".utf8).base64EncodedString())
+        }
+    }
+
+    /// A proxy's 407 is not the origin failing: the retry policy does not send the call again
+    /// (the challenge callback is asked once), and the circuit breaker does not count it.
+    @Test(arguments: [false, true])
+    func aProxysRefusalOfCredentialsIsNotRetriedNorCountedAgainstTheOrigin(tunnelsPlainHTTP: Bool) async throws {
+        let challenge = ScriptedServer.response("407 Proxy Authentication Required", ["Proxy-Authenticate: Basic realm=\"corp\""])
+        try await ScriptedServer.with({ _ in challenge }) { fakeProxy in
+            let asked = Counter()
+            var settings = ProxySettings.always(.http(host: "127.0.0.1", port: fakeProxy.url.port!, tunnelsPlainHTTP: tunnelsPlainHTTP))
+            settings.credentialsForChallenge = { _ in
+                await asked.increment()
+                return .init(username: "svc", password: "never-right")
+            }
+            let client = Client(baseURL: URL(string: "http://origin.trellis.test")!) {
+                $0.connectivity.proxy = settings
+                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+                $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(1))
+            }
+            for _ in 0..<2 {
+                let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "http://origin.trellis.test/x")!) }
+                guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(failure.reason.contains("(407)"))
+            }
+            // Two calls, each asking once and sending twice; the second was not refused by an
+            // open circuit.
+            #expect(await asked.value == 2)
+            #expect(fakeProxy.requests.count == 4)
         }
     }
 
@@ -278,6 +308,21 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    /// A SOCKS5 reply cut short (a domain of 255 bytes announced, 10 bytes sent) fails naming
+    /// the proxy and what it did, as every other SOCKS5 failure does.
+    @Test func aSOCKS5ReplyCutShortFailsNamingTheProxy() async throws {
+        try await TruncatedSOCKSServer.with { socks in
+            let client = Client(baseURL: URL(string: "http://127.0.0.1:9")!) {
+                $0.connectivity.proxy = .always(.socks5(host: "127.0.0.1", port: socks.port))
+            }
+            let error = await #expect(throws: TrellisError.self) { try await text(client, URL(string: "http://127.0.0.1:9/x")!) }
+            guard case .connectionFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.host == "socks5://127.0.0.1:\(socks.port)")
+            #expect(failure.reason.contains("SOCKS proxy closed the connection"), "\(failure)")
+            #expect(!"\(failure)".contains("NoResult"))
+        }
+    }
+
     @Test func aSOCKS5ProxyCarriesTheCall() async throws {
         try await TestProgram.running({ try await .microsocks() }) { socks in
             try await withOrigin { origin in
@@ -439,6 +484,29 @@ struct ConnectivityIntegrationTests {
         #expect(failure.host.contains(".gone"))
     }
 
+    /// Over a Unix socket, a request carries `Host: localhost` (curl's `--unix-socket` sends
+    /// the same), or the `Host` the caller set: nginx, like any server that follows RFC 9112,
+    /// answers 400 without one.
+    @Test func aRequestOverAUnixSocketCarriesAHostThatNginxAccepts() async throws {
+        try await TestProgram.running({ try await .nginxOnUnixSocket() }) { nginx in
+            let client = Client(baseURL: .unixSocket(nginx.unixSocketPath))
+            let answer = try await text(client, .unixSocket(nginx.unixSocketPath, path: "/_ping"))
+            #expect(answer == "host=localhost")
+            var named = try Trellis.Request(method: .get, url: .unixSocket(nginx.unixSocketPath, path: "/_ping"))
+            try named.setHeader("Host", "docker.internal")
+            let overridden = try await client.data(for: named).body
+            #expect(String(decoding: overridden, as: UTF8.self) == "host=docker.internal")
+            // A socket never leaves the machine: no proxy applies to it, and it is not the
+            // plain HTTP over a network that the plain-HTTP rule refuses.
+            let strict = Client(baseURL: .unixSocket(nginx.unixSocketPath)) {
+                $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: 9))
+                $0.security.plainHTTP = .refused
+            }
+            let unproxied = try await text(strict, .unixSocket(nginx.unixSocketPath, path: "/_ping"))
+            #expect(unproxied == "host=localhost")
+        }
+    }
+
     @Test func aPrivateAuthorityIsTrustedWhenGivenAndOnlyThen() async throws {
         let certificates = try TestCertificates()
         let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
@@ -489,6 +557,45 @@ struct ConnectivityIntegrationTests {
             #expect(refusal.host.hasPrefix("localhost"))
         }
         #expect(throws: TrellisError.self) { try ClientIdentity.pkcs12(pkcs12, password: "wrong") }
+    }
+
+    /// Through an HTTP proxy's tunnel and through SOCKS5, TLS is the origin's, end to end: the
+    /// host pattern's private trust and client identity apply to the origin's name, and nginx
+    /// gets the identity through either proxy; the origin's pins hold, and a pin of another
+    /// certificate fails, through either.
+    @Test func aTunnelKeepsTheOriginsTrustAndClientIdentity() async throws {
+        let certificates = try TestCertificates()
+        var privateTLS = TLSSettings()
+        privateTLS.trust = .only(try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes())))
+        let identity = try certificates.clientIdentity(named: "through-a-proxy")
+        privateTLS.clientIdentity = try ClientIdentity.pem(certificateChain: Data(identity.certificate.utf8), privateKey: Data(identity.key.utf8))
+        try await TestProgram.running({ try await .nginx(requiringClientsOf: certificates) }) { nginx in
+            try await TestProgram.running({ try await .tinyproxy() }) { http in
+                try await TestProgram.running({ try await .microsocks() }) { socks in
+                    let url = URL(string: "https://localhost:\(nginx.port)")!
+                    for proxy in [Proxy.http(host: "127.0.0.1", port: http.port), .socks5(host: "127.0.0.1", port: socks.port)] {
+                        var connectivity = Client.Configuration.Connectivity()
+                        try connectivity.setTLS(privateTLS, forHostsMatching: "localhost")
+                        connectivity.proxy = .always(proxy)
+                        let pinned = try CertificatePinning("localhost", certificates: [Data(try certificates.leaf.toDERBytes())])
+                        let client = Client(baseURL: url) {
+                            $0.connectivity = connectivity
+                            $0.security.pinning = pinned
+                        }
+                        let subject = try await text(client, url)
+                        #expect(subject == "CN=through-a-proxy", "through \(proxy.kind)")
+                        let stranger = try CertificatePinning("localhost", certificates: [Data(try TestCertificates().leaf.toDERBytes())])
+                        let refusing = Client(baseURL: url) {
+                            $0.connectivity = connectivity
+                            $0.security.pinning = stranger
+                        }
+                        let error = await #expect(throws: TrellisError.self) { try await text(refusing, url) }
+                        guard case .pinningFailed = error else { Issue.record("through \(proxy.kind): \(String(describing: error))"); continue }
+                    }
+                    #expect(http.log.contains("CONNECT localhost:\(nginx.port)"), "\(http.log)")
+                }
+            }
+        }
     }
 
     /// nginx (OpenSSL) asks for a client certificate: the right identity is taken; with none,
@@ -561,6 +668,101 @@ struct ConnectivityIntegrationTests {
             let error = await #expect(throws: TrellisError.self) { try await text(elsewhere, other.appending(path: "hello")) }
             guard case .tlsFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
             #expect(failure.host.hasPrefix("api.trellis.test"))
+        }
+    }
+
+    /// A certificate that names the address connected to, and not the overridden name, is
+    /// refused, as `curl --resolve` refuses it: swift-nio-ssl would accept it for its IP
+    /// address. The same for a WebSocket, which dials on its own; and a name the certificate
+    /// holds passes on either, on every port and on one.
+    @Test func aNameOverrideDoesNotAcceptACertificateForTheAddress() async throws {
+        let certificates = try TestCertificates(leafNames: [.dnsName("localhost"), .ipAddress(.init(contentBytes: [127, 0, 0, 1]))])
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        try await TLSTestServer.with(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
+            let port = url.port!
+            let other = URL(string: "https://example.test:\(port)")!
+            for overrides in [["example.test": "127.0.0.1"], ["example.test:\(port)": "127.0.0.1"]] {
+                let client = Client(baseURL: other) {
+                    $0.connectivity.tls.trust = .only(authority)
+                    $0.connectivity.nameOverrides = overrides
+                }
+                let error = await #expect(throws: TrellisError.self) { try await text(client, other.appending(path: "hello")) }
+                guard case .tlsFailed(let failure) = error else { Issue.record("\(String(describing: error))"); continue }
+                #expect(failure.reason.contains("does not name example.test"), "\(failure)")
+            }
+            let named = Client(baseURL: url) {
+                $0.connectivity.tls.trust = .only(authority)
+                $0.connectivity.nameOverrides = ["localhost": "127.0.0.1"]
+            }
+            let answer = try await text(named, url.appending(path: "hello"))
+            #expect(answer == "hi")
+        }
+        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificates.leaf)], privateKey: .privateKey(certificates.leafKey))
+        try await WebSocketTestServer.with(tls: tls, { $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
+            let other = URL(string: "wss://example.test:\(url.port!)/echo")!
+            let client = Client(baseURL: URL(string: "https://example.test:\(url.port!)")!) {
+                $0.connectivity.tls.trust = .only(authority)
+                $0.connectivity.nameOverrides = ["example.test": "127.0.0.1"]
+            }
+            let error = await #expect(throws: TrellisError.self) { try await client.webSocket(for: Trellis.Request(method: .get, url: other)) }
+            guard case .tlsFailed(let failure) = error else { Issue.record("\(String(describing: error))"); return }
+            #expect(failure.reason.contains("does not name example.test"), "\(failure)")
+        }
+    }
+
+    /// An overridden name keeps everything that is decided by the name: the pins of its
+    /// pattern, the TLS settings of its pattern, and `Host`; a pin of another certificate still
+    /// fails after the handshake to the overridden address.
+    @Test func aNameOverrideKeepsThePinsAndTLSSettingsOfTheName() async throws {
+        let certificates = try TestCertificates(leafNames: [.dnsName("api.trellis.test")])
+        let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
+        try await TLSTestServer.with(certificates, { $0.get("hello") { request, _ in request.head.authority ?? "none" } }) { url in
+            let named = URL(string: "https://api.trellis.test:\(url.port!)")!
+            var privateTLS = TLSSettings()
+            privateTLS.trust = .only(authority)
+            var connectivity = Client.Configuration.Connectivity()
+            try connectivity.setTLS(privateTLS, forHostsMatching: "*.trellis.test")
+            connectivity.nameOverrides = ["api.trellis.test": "127.0.0.1"]
+            for (pins, passes) in [(certificates, true), (try TestCertificates(leafNames: [.dnsName("api.trellis.test")]), false)] {
+                let pinning = try CertificatePinning("*.trellis.test", certificates: [Data(try pins.leaf.toDERBytes())])
+                let client = Client(baseURL: named) {
+                    $0.connectivity = connectivity
+                    $0.security.pinning = pinning
+                }
+                if passes {
+                    let answer = try await text(client, named.appending(path: "hello"))
+                    #expect(answer == "api.trellis.test:\(url.port!)")
+                } else {
+                    let error = await #expect(throws: TrellisError.self) { try await text(client, named.appending(path: "hello")) }
+                    guard case .pinningFailed = error else { Issue.record("\(String(describing: error))"); continue }
+                }
+            }
+        }
+    }
+
+    /// Through a proxy, the proxy resolves the name: a name override is for direct
+    /// connections, and applies to a host the proxy settings leave out.
+    @Test func aNameOverrideAppliesOnlyWhereNoProxyDoes() async throws {
+        try await TestProgram.running({ try await .tinyproxy() }) { proxy in
+            try await withOrigin { origin in
+                let named = URL(string: "http://api.trellis.test:\(origin.url.port!)/x")!
+                let proxied = Client(baseURL: named) {
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port, tunnelsPlainHTTP: true))
+                    $0.connectivity.nameOverrides = ["api.trellis.test": "127.0.0.1"]
+                }
+                // tinyproxy cannot resolve the made-up name: the override did not apply.
+                _ = try? await text(proxied, named)
+                #expect(proxy.log.contains("CONNECT api.trellis.test:\(origin.url.port!)"), "\(proxy.log)")
+                #expect(origin.requests.isEmpty)
+                let excluded = try NoProxy("api.trellis.test")
+                let direct = Client(baseURL: named) {
+                    $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: proxy.port), except: excluded)
+                    $0.connectivity.nameOverrides = ["api.trellis.test": "127.0.0.1"]
+                }
+                let answer = try await text(direct, named)
+                #expect(answer == "ok")
+                #expect(origin.requests.count == 1)
+            }
         }
     }
 

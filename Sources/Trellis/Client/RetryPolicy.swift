@@ -112,11 +112,13 @@ public struct RetryPolicy: Sendable {
     }
 
     /// Whether a thrown error is worth another attempt: the connection failed or the attempt
-    /// timed out. Cancellation, TLS, decoding, an answer that is not valid HTTP and the
-    /// client's own refusals are not.
+    /// timed out. Cancellation, TLS, decoding, an answer that is not valid HTTP, a proxy's
+    /// `407` and the client's own refusals are not.
     func isRetryable(_ error: any Error) -> Bool {
         switch error as? TrellisError {
-        case .connectionFailed(let failure): !failure.isProtocolViolation
+        // A proxy's 407 is the proxy's answer about credentials, not a failure of the origin:
+        // the transport has asked for credentials once already, and sending again gets the same.
+        case .connectionFailed(let failure): !failure.isProtocolViolation && !ProxyErrors.isChallenge(error)
         case .timedOut: true
         default: false
         }

@@ -17,6 +17,9 @@ struct NameOverrides: Sendable {
     /// No overrides.
     init() {}
 
+    /// Whether there are no overrides.
+    var isEmpty: Bool { byHost.isEmpty && byHostAndPort.isEmpty }
+
     /// The overrides `entries` spell: `host` or `host:port` (`[v6]:port`) keys, addresses as values.
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` naming an entry that is neither, or whose

@@ -55,9 +55,21 @@ enum ProxyErrors {
             reason = "the proxy cannot be reached: \(failure.reason)"
         case let ioError as IOError where [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH].contains(ioError.errnoCode):
             reason = "the proxy cannot be reached: \(failure.reason)"
+        case let underlying? where isClosedBeforeEstablished(underlying):
+            // AsyncHTTPClient's handlers of the SOCKS handshake, of CONNECT and of TLS fail with
+            // a type of this name, local to each, when the connection closes before they are done.
+            reason = proxy.kind == .socks5
+                ? "the SOCKS proxy closed the connection before the tunnel to \(origin) was open (its reply was missing or cut short)"
+                : "the proxy closed the connection before the tunnel to \(origin) was open (it did not answer CONNECT in full)"
         default:
             return error
         }
         return TrellisError.connectionFailed(ConnectionFailure(host: "\(proxy)", reason: reason, underlying: failure.underlying))
+    }
+
+    /// Whether `underlying` is AsyncHTTPClient's report of a connection closed while it was
+    /// being set up, which has no type a caller can name.
+    private static func isClosedBeforeEstablished(_ underlying: any Error) -> Bool {
+        String(describing: type(of: underlying)) == "NoResult"
     }
 }

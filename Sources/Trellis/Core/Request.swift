@@ -184,7 +184,15 @@ public struct Request: Sendable {
     /// keeps `Cookie` as one field per cookie (HTTP/2's crumbs), which HTTP/1 must send as one
     /// field, joined with "; " (RFC 6265 section 5.4), and a transport that folds repeated
     /// fields would join with "," instead.
+    ///
+    /// A request over a Unix domain socket carries `Host: localhost` unless it has a `Host` of
+    /// its own, as curl's `--unix-socket` sends: HTTP/1.1 requires the field (RFC 9112
+    /// section 3.2), nginx and Go's server answer 400 without it, and AsyncHTTPClient takes
+    /// no host from a socket's path.
     func forEachWireField(_ body: (_ name: String, _ value: String) throws -> Void) rethrows {
+        if head.scheme?.hasSuffix("+unix") == true, head.headerFields[Self.hostField] == nil {
+            try body("Host", "localhost")
+        }
         var cookies: [String] = []
         for field in head.headerFields {
             if field.name == .cookie {
@@ -195,6 +203,8 @@ public struct Request: Sendable {
         }
         if !cookies.isEmpty { try body(HTTPField.Name.cookie.rawName, cookies.joined(separator: "; ")) }
     }
+
+    private static let hostField = HTTPField.Name("Host")!
 
     static func fieldName(_ name: String) throws -> HTTPField.Name {
         guard let fieldName = HTTPField.Name(name) else {

@@ -10,19 +10,27 @@ import NIOTLS
 import NIOWebSocket
 
 /// Holds back the upgrade request until the TLS handshake is done and the server certificate
-/// satisfies the pins: the request carries the access token, which must not reach an
-/// unverified server.
+/// satisfies the pins, and names the host when a name override chose the address: the
+/// request carries the access token, which must not reach an unverified server.
 final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
     private let pins: PinnedHost?
+    private let nameCheck: CertificateNameCheck?
     private let host: String
     // Failing an already completed promise does nothing, so every path may call it.
     private let fail: (any Error) -> Void
     private let onVerified: () throws -> Void
 
-    init<Value>(pins: PinnedHost?, host: String, promise: EventLoopPromise<Value>, onVerified: @escaping () throws -> Void) {
+    init<Value>(
+        pins: PinnedHost?,
+        nameCheck: CertificateNameCheck?,
+        host: String,
+        promise: EventLoopPromise<Value>,
+        onVerified: @escaping () throws -> Void
+    ) {
         self.pins = pins
+        self.nameCheck = nameCheck
         self.host = host
         self.fail = { promise.fail($0) }
         self.onVerified = onVerified
@@ -34,7 +42,9 @@ final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         do {
-            try pins?.verify(context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate)
+            let certificate = try context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate
+            try pins?.verify(certificate)
+            try nameCheck?.verify(certificate)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
             try onVerified()
         } catch {

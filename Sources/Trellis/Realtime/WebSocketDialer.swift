@@ -45,11 +45,15 @@ enum WebSocketDialer {
         let proxy = connectivity.proxy?.proxy(forScheme: secure ? "https" : "http", host: hostName, port: port)
         let connectHost = proxy == nil ? try NameOverrides(connectivity.nameOverrides).address(host: hostName, port: port) ?? hostName : hostName
         let tlsContext: NIOSSLContext?
+        let nameCheck: CertificateNameCheck?
         if secure {
             var tls = options.tlsConfiguration ?? .makeClientConfiguration()
             let hostTLS = connectivity.tls(for: hostName)
             if !hostTLS.isDefault { tls = hostTLS.applied(to: tls) }
             if let pins { tls = pins.enforcing(on: tls) }
+            // An overridden name's certificate must name the host, not the address connected to.
+            let overridden = connectHost != hostName && tls.certificateVerification == .fullVerification
+            nameCheck = overridden ? CertificateNameCheck(host: hostName) : nil
             do {
                 tlsContext = try NIOSSLContext(configuration: tls)
             } catch {
@@ -57,6 +61,7 @@ enum WebSocketDialer {
             }
         } else {
             tlsContext = nil
+            nameCheck = nil
         }
         var target = url.path(percentEncoded: true)
         if target.isEmpty { target = "/" }
@@ -100,7 +105,7 @@ enum WebSocketDialer {
                             let tls = try NIOSSLClientHandler(context: tlsContext, serverHostname: sniName)
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(
-                                HandshakeGate(pins: pins, host: authority, promise: promise, onVerified: openingHandshake)
+                                HandshakeGate(pins: pins, nameCheck: nameCheck, host: authority, promise: promise, onVerified: openingHandshake)
                             )
                         } else {
                             try openingHandshake()

@@ -70,7 +70,9 @@ public struct CircuitBreaker: Sendable {
     /// configuration problem that opening the circuit would not help) are not failures.
     static func isFailure(_ error: any Error) -> Bool {
         switch error as? TrellisError {
-        case .connectionFailed, .timedOut: true
+        // A proxy asking for credentials says nothing of the origin's health.
+        case .connectionFailed: !ProxyErrors.isChallenge(error)
+        case .timedOut: true
         default: false
         }
     }

@@ -30,6 +30,9 @@ enum TransportErrors {
         if let mismatch = error as? PinMismatch {
             return TrellisError.pinningFailed(ConnectionFailure(host: host, reason: mismatch.reason, underlying: error))
         }
+        if let mismatch = error as? CertificateNameMismatch {
+            return TrellisError.tlsFailed(ConnectionFailure(host: host, reason: mismatch.description, underlying: error))
+        }
         if let clientError = error as? HTTPClientError {
             switch clientError {
             case .cancelled, .requestStreamCancelled:

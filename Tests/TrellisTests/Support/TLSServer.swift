@@ -4,7 +4,8 @@ import Hummingbird
 import NIOSSL
 import X509
 
-/// A certificate authority and a leaf for `localhost` signed by it, made fresh for each use.
+/// A certificate authority and a leaf for `localhost` (or the names a test gives) signed by
+/// it, made fresh for each use.
 struct TestCertificates: Sendable {
     let authority: NIOSSLCertificate
     let leaf: NIOSSLCertificate
@@ -12,8 +13,9 @@ struct TestCertificates: Sendable {
     private let authorityKey: P256.Signing.PrivateKey
     private let authorityName: DistinguishedName
     private let leafSigningKey: P256.Signing.PrivateKey
+    private let leafNames: [GeneralName]
 
-    init() throws {
+    init(leafNames: [GeneralName] = [.dnsName("localhost")]) throws {
         let authorityKey = P256.Signing.PrivateKey()
         let authorityName = try DistinguishedName { CommonName("Trellis Test CA") }
         let now = Date()
@@ -36,7 +38,8 @@ struct TestCertificates: Sendable {
             authority: try Self.nio(authority),
             authorityKey: authorityKey,
             authorityName: authorityName,
-            leafSigningKey: P256.Signing.PrivateKey()
+            leafSigningKey: P256.Signing.PrivateKey(),
+            leafNames: leafNames
         )
     }
 
@@ -44,7 +47,8 @@ struct TestCertificates: Sendable {
         authority: NIOSSLCertificate,
         authorityKey: P256.Signing.PrivateKey,
         authorityName: DistinguishedName,
-        leafSigningKey: P256.Signing.PrivateKey
+        leafSigningKey: P256.Signing.PrivateKey,
+        leafNames: [GeneralName]
     ) throws {
         let now = Date()
         let leaf = try Certificate(
@@ -58,7 +62,7 @@ struct TestCertificates: Sendable {
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
-                SubjectAlternativeNames([.dnsName("localhost")])
+                SubjectAlternativeNames(leafNames)
                 try ExtendedKeyUsage([.serverAuth])
             },
             issuerPrivateKey: .init(authorityKey)
@@ -67,6 +71,7 @@ struct TestCertificates: Sendable {
         self.authorityKey = authorityKey
         self.authorityName = authorityName
         self.leafSigningKey = leafSigningKey
+        self.leafNames = leafNames
         self.leaf = try Self.nio(leaf)
         self.leafKey = try NIOSSLPrivateKey(bytes: Array(leafSigningKey.pemRepresentation.utf8), format: .pem)
     }
@@ -78,7 +83,8 @@ struct TestCertificates: Sendable {
             authority: authority,
             authorityKey: authorityKey,
             authorityName: authorityName,
-            leafSigningKey: leafSigningKey
+            leafSigningKey: leafSigningKey,
+            leafNames: leafNames
         )
     }
 

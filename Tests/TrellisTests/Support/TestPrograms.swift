@@ -173,6 +173,40 @@ final class TestProgram: StoppableTestServer {
         }
     }
 
+    /// nginx serving plain HTTP on the Unix domain socket ``unixSocketPath`` (and on a free
+    /// port, which tells when it is ready), answering every request with the `Host` it got;
+    /// nginx answers 400 to an HTTP/1.1 request without one.
+    static func nginxOnUnixSocket() async throws -> TestProgram {
+        try await TestProgram("nginx") { port, directory in
+            let path = directory.path
+            let configuration = """
+                daemon off;
+                master_process off;
+                pid \(path)/nginx.pid;
+                error_log \(path)/error.log;
+                events { worker_connections 64; }
+                http {
+                    access_log \(path)/access.log;
+                    client_body_temp_path \(path)/body;
+                    proxy_temp_path \(path)/proxy;
+                    fastcgi_temp_path \(path)/fastcgi;
+                    uwsgi_temp_path \(path)/uwsgi;
+                    scgi_temp_path \(path)/scgi;
+                    server {
+                        listen 127.0.0.1:\(port);
+                        listen unix:\(path)/nginx.sock;
+                        location / { return 200 "host=$http_host"; }
+                    }
+                }
+                """
+            try configuration.write(to: directory.appending(path: "nginx.conf"), atomically: true, encoding: .utf8)
+            return ["-p", path, "-e", "\(path)/error.log", "-c", "\(path)/nginx.conf"]
+        }
+    }
+
+    /// The socket ``nginxOnUnixSocket()`` listens on.
+    var unixSocketPath: String { directory.appending(path: "nginx.sock").path }
+
     /// microsocks, a SOCKS5 proxy, on a free port of 127.0.0.1.
     static func microsocks() async throws -> TestProgram {
         try await TestProgram("microsocks") { port, _ in ["-i", "127.0.0.1", "-p", "\(port)"] }

@@ -29,6 +29,26 @@ extension AsyncHTTPClientTransport {
         return configuration
     }
 
+    /// `base` with the server's certificate checked against `check`'s host on every new
+    /// HTTP/1 and HTTP/2 connection, right after the handshake, before it carries a request.
+    static func configuration(
+        _ base: HTTPClient.Configuration,
+        checking check: CertificateNameCheck
+    ) -> HTTPClient.Configuration {
+        var configuration = base
+        // A certificate for another name will not be one for this name on a second try.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let verify: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            channel.nioSSL_peerCertificate().flatMapThrowing(check.verify).flatMapError { error in
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+        }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(verify, base.http1_1ConnectionDebugInitializer)
+        configuration.http2ConnectionDebugInitializer = Self.chain(verify, base.http2ConnectionDebugInitializer)
+        return configuration
+    }
+
     /// `base` with each new HTTP/1 and HTTP/2 connection watched by `hint`, each HTTP/1
     /// connection and HTTP/2 stream guarded against a status AsyncHTTPClient would trap on
     /// (see `ResponseStatusGuard`), each HTTP/1 connection against the bytes an answer left
@@ -55,18 +75,14 @@ extension AsyncHTTPClientTransport {
         return configuration
     }
 
-    /// `base` with a client's connectivity settings: name overrides, TLS, the connection pool
-    /// and the HTTP version. (Proxies are set per route: see `route(for:)`.)
+    /// `base` with a client's connectivity settings: TLS, the connection pool and the HTTP
+    /// version. (Proxies and name overrides are set per route: see `route(for:)`.)
     static func configuration(
         _ base: HTTPClient.Configuration,
-        connecting connectivity: Client.Configuration.Connectivity,
-        overridingNames overrides: [String: String]
+        connecting connectivity: Client.Configuration.Connectivity
     ) -> HTTPClient.Configuration {
         guard !connectivity.isDefault else { return base }
         var configuration = base
-        // `overrides` are those of a host on every port; those of a host on one port are set per
-        // route (see `route(for:)`).
-        configuration.dnsOverride.merge(overrides) { _, override in override }
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectivity.maximumConnectionsPerHost
         configuration.connectionPool.idleTimeout = TimeAmount(connectivity.idleConnectionTimeout)
         configuration.httpVersion = connectivity.httpVersion == .http1Only ? .http1Only : .automatic
@@ -91,14 +107,16 @@ struct RouteKey: Hashable {
     let pinIndex: Int?
     let tlsIndex: Int?
     let proxy: Proxy?
-    /// The address a host's name is overridden with on this route's port alone.
-    var nameOverride: PortNameOverride? = nil
+    /// The address a host's name is overridden with on this route.
+    var nameOverride: NameOverrideRoute? = nil
 }
 
-/// A name override for one host on one port: the route's client connects to `address` for `host`.
-struct PortNameOverride: Hashable {
+/// A name override for one host: the route's client connects to `address` for `host`, and,
+/// for `https`, checks that the certificate names `host` (``CertificateNameCheck``).
+struct NameOverrideRoute: Hashable {
     let host: String
     let address: String
+    let checksCertificateName: Bool
 }
 
 /// A proxy's kind and address, whatever its credentials.

@@ -110,7 +110,7 @@ public final class AsyncHTTPClientTransport: Transport {
             self.nameOverrides = NameOverrides()
             self.invalidNameOverride = error
         }
-        var configuration = Self.configuration(configuration, connecting: connectivity, overridingNames: nameOverrides.byHost)
+        var configuration = Self.configuration(configuration, connecting: connectivity)
         configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
         self.connectivity = connectivity
@@ -204,7 +204,7 @@ public final class AsyncHTTPClientTransport: Transport {
     /// pattern whose TLS settings it takes, if any, and of the proxy it goes through, if any.
     func route(for request: Request) throws -> Route {
         // Most transports have one route: they read nothing of the request to choose it.
-        guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty || !nameOverrides.byHostAndPort.isEmpty
+        guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty || !nameOverrides.isEmpty
         else { return defaultRoute }
         let scheme = request.head.scheme?.lowercased() ?? "http"
         let (host, port) = request.server
@@ -224,12 +224,11 @@ public final class AsyncHTTPClientTransport: Transport {
         if let proxy = chosen, proxy.kind == .http, scheme == "http", !proxy.tunnelsPlainHTTP {
             return Route(client: httpClient, pins: nil, hint: nil, proxy: proxy, forwardsToProxy: true)
         }
-        // A host's override on this port alone (the proxy, if any, resolves names itself).
-        var nameOverride: PortNameOverride?
-        if chosen == nil, !nameOverrides.byHostAndPort.isEmpty,
-            let address = nameOverrides.byHostAndPort[.init(host: CanonicalHost.form(host), port: port)]
-        {
-            nameOverride = PortNameOverride(host: host, address: address)
+        // A host's override (the proxy, if any, resolves names itself), on a route of its own
+        // whose connections check the certificate against the host's name.
+        var nameOverride: NameOverrideRoute?
+        if chosen == nil, !scheme.hasSuffix("+unix"), let address = nameOverrides.address(host: host, port: port) {
+            nameOverride = NameOverrideRoute(host: host, address: address, checksCertificateName: scheme == "https")
         }
         guard chosen != nil || tlsIndex != nil || nameOverride != nil else {
             return pinIndex.map { pinnedRoutes[$0] } ?? defaultRoute
@@ -258,9 +257,14 @@ public final class AsyncHTTPClientTransport: Transport {
             }
             var configuration = onDemandConfiguration
             configuration.proxy = key.proxy?.asyncHTTPClientProxy
-            if let override = key.nameOverride { configuration.dnsOverride[override.host] = override.address }
             if let tlsIndex = key.tlsIndex {
                 configuration.tlsConfiguration = connectivity.tlsByHost[tlsIndex].settings.applied(to: baseTLS)
+            }
+            if let override = key.nameOverride {
+                configuration.dnsOverride[override.host] = override.address
+                if override.checksCertificateName, configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification {
+                    configuration = Self.configuration(configuration, checking: CertificateNameCheck(host: override.host))
+                }
             }
             let pins = key.pinIndex.map { pinning!.hosts[$0] }
             if let pins { configuration = Self.configuration(configuration, checking: pins) }
