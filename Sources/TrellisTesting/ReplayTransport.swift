@@ -321,7 +321,15 @@ public final class ReplayTransport: Transport {
         for header in recorded.headers where header.name.lowercased() != "transfer-encoding" {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
-        let bytes = recorded.content.bytes ?? Data()
+        let content = recorded.content
+        guard let bytes = content.bytes ?? (content.text == nil ? Data() : nil) else {
+            // Served as empty, a body that does not decode would pass for the server's answer.
+            throw TrellisError.connectionFailed(ConnectionFailure(
+                host: URL(string: entry.request.url)?.host ?? entry.request.url,
+                reason: "the recorded response to \(entry.request.method) \(entry.request.url) (started \(entry.startedDateTime)) "
+                    + "says its body is base64, and its text is not base64 (ReplayTransport)"
+            ))
+        }
         // A redacted or cut body is not the length the server announced.
         if fields[.contentLength] != nil { fields[.contentLength] = String(bytes.count) }
         let head = HTTPResponse(status: HTTPResponse.Status(code: recorded.status, reasonPhrase: recorded.statusText), headerFields: fields)

@@ -100,6 +100,7 @@ struct TestingKitTests {
             #expect(!text.contains(secret), "the HAR file holds the secret \(secret)")
         }
         try HARStructure.validate(Data(contentsOf: file), entries: 7)
+        #expect(try fileMode(file) == 0o600)
         let archive = try HTTPArchive(contentsOf: file)
         #expect(archive.log.entries.map(\.request.method) == ["GET", "GET", "POST", "GET", "GET", "GET", "POST"])
         let binary = try #require(archive.log.entries.first { $0.request.url.hasSuffix("/bytes") || $0.request.url.contains("/bytes?") })
@@ -370,6 +371,55 @@ struct TestingKitTests {
         #expect("\(String(describing: error))".contains("startedDateTime"))
     }
 
+    /// Owner read and write alone, even under a umask that lets others read (022).
+    private func fileMode(_ file: URL) throws -> Int {
+        try #require(FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int) & 0o777
+    }
+
+    @Test("A body marked base64 that is not base64 fails, naming its entry, instead of replaying as empty")
+    func base64ThatIsNotBase64Fails() async throws {
+        let archive = HTTPArchive(entries: [
+            HTTPArchive.Entry(
+                startedDateTime: "2026-11-27T07:00:00.000Z",
+                time: 1,
+                request: HTTPArchive.Request(method: "GET", url: "https://api.test/picture"),
+                response: HTTPArchive.Response(
+                    status: 200,
+                    statusText: "OK",
+                    headers: [],
+                    content: HTTPArchive.Content(size: 4, mimeType: "image/png", text: "not base64!", encoding: "base64")
+                ),
+                timings: HTTPArchive.Timings(send: 0, wait: 1, receive: 0)
+            ),
+        ])
+        let client = Client(baseURL: URL(string: "https://api.test")!, transport: ReplayTransport(archive: archive)) {
+            $0.retry = RetryPolicy.none
+        }
+        let error = await #expect(throws: TrellisError.self) {
+            try await client.data(for: try Trellis.Request(method: .get, url: URL(string: "https://api.test/picture")!))
+        }
+        #expect("\(String(describing: error))".contains("GET https://api.test/picture"))
+        #expect("\(String(describing: error))".contains("not base64"))
+    }
+
+    @Test("A HAR file nested 200,000 levels deep is refused at once, naming the bound")
+    func deeplyNestedArchiveIsRefused() throws {
+        let file = temporaryFile("deep")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let depth = 200_000
+        var json = Data(#"{"log": {"version": "1.2", "creator": {"name": "x", "version": "1"}, "entries": [], "_x": "#.utf8)
+        json.append(Data(repeating: UInt8(ascii: "["), count: depth))
+        json.append(Data(repeating: UInt8(ascii: "]"), count: depth))
+        json.append(Data("}}".utf8))
+        try json.write(to: file)
+        let error = #expect(throws: DecodingError.self) { try ReplayTransport(contentsOf: file) }
+        #expect("\(String(describing: error))".contains("over the 64 HAR needs"))
+        // Brackets inside strings are a body's text, not nesting.
+        let bracketsInText = #"{"log": {"version": "1.2", "creator": {"name": "x", "version": "1"}, "entries": [], "comment": "\" \#(String(repeating: "[", count: 1000))"}}"#
+        try Data(bracketsInText.utf8).write(to: file)
+        #expect(try HTTPArchive(contentsOf: file).log.entries.isEmpty)
+    }
+
     @Test("An odd recording replays without a crash: a failed exchange fails again, a status out of range is refused, chunk sizes past the body are cut")
     func oddRecordingsReplaySafely() async throws {
         func entry(_ path: String, status: Int, chunks: [HTTPArchive.Chunk]? = nil, comment: String? = nil) -> HTTPArchive.Entry {
@@ -422,6 +472,7 @@ struct TestingKitTests {
             _ = try await makeCalls(client)
         }
         try monitor.write()
+        #expect(try fileMode(file) == 0o600)
         let data = try Data(contentsOf: file)
         // Seven calls, the first retried once after its 503.
         try HARStructure.validate(data, entries: 8)

@@ -28,10 +28,63 @@ public struct HTTPArchive: Codable, Sendable, Equatable {
 
     /// The archive in the HAR file at `url`.
     ///
+    /// A file is read only within bounds, since a recording may come from anywhere: one larger
+    /// than ``maximumFileSize``, or whose JSON nests deeper than ``maximumDepth``, is refused
+    /// before it is decoded.
+    ///
     /// - Throws: the file's read error, or `DecodingError` naming the field that does not
-    ///   match the format.
+    ///   match the format, or the bound the file goes past.
     public init(contentsOf url: URL) throws {
-        self = try JSONDecoder().decode(HTTPArchive.self, from: Data(contentsOf: url))
+        let size = try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int ?? 0
+        guard size <= Self.maximumFileSize else {
+            throw Self.refusal("the HAR file \(url.path) is \(size) bytes, over the \(Self.maximumFileSize) a recording may be")
+        }
+        let data = try Data(contentsOf: url)
+        if let depth = Self.nesting(of: data, over: Self.maximumDepth) {
+            throw Self.refusal("the HAR file \(url.path) nests its JSON \(depth) levels deep, over the \(Self.maximumDepth) HAR needs")
+        }
+        self = try JSONDecoder().decode(HTTPArchive.self, from: data)
+    }
+
+    /// The largest HAR file ``init(contentsOf:)`` reads: 1 GiB.
+    public static let maximumFileSize = 1 << 30
+
+    /// The deepest nesting of JSON objects and arrays ``init(contentsOf:)`` decodes. HAR's own
+    /// structure is under 10 levels deep; bodies are strings, whatever they hold.
+    public static let maximumDepth = 64
+
+    /// The depth `data`'s JSON reaches once it is past `limit`, or `nil` when it stays within:
+    /// a count of brackets outside strings, which takes time in proportion to the file, where a
+    /// decoder given 200,000 levels takes minutes.
+    private static func nesting(of data: Data, over limit: Int) -> Int? {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in data {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                if depth > limit { return depth }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            default: break
+            }
+        }
+        return nil
+    }
+
+    private static func refusal(_ description: String) -> DecodingError {
+        DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: description))
     }
 
     /// The archive as HAR's JSON, indented and with sorted keys, so that a recording
@@ -43,9 +96,12 @@ public struct HTTPArchive: Codable, Sendable, Equatable {
     }
 
     /// Writes the archive to `url` as a HAR file, replacing what was there at once (never a
-    /// half-written file).
+    /// half-written file), readable by its owner alone (mode 0600): even redacted, a session's
+    /// exchanges are close to credentials, as curl treats its cookie jar.
+    ///
+    /// - Throws: ``TrellisError/fileFailed(_:)`` naming the file when it cannot be written.
     public func write(to url: URL) throws {
-        try encoded().write(to: url, options: .atomic)
+        try FileIO.replaceAtomically(url.path, with: encoded())
     }
 
     /// The root of a HAR file.
