@@ -26,10 +26,19 @@ public protocol Transport: Sendable {
     /// Whether the transport decodes compressed bodies (`Content-Encoding`) itself, so that
     /// the client must not decode them again; `false` unless the transport says otherwise.
     var decodesContentEncoding: Bool { get }
+
+    /// Whether the transport cancels an exchange itself when the client calls its attempt off
+    /// (the first attempt of a hedged call, once a hedge has answered); `false` unless the
+    /// transport says otherwise, and then the client runs such an exchange in a task of its
+    /// own, which it cancels. ``AsyncHTTPClientTransport`` cancels its own, which spares a
+    /// task per hedged call.
+    var cancelsCalledOffExchanges: Bool { get }
 }
 
 extension Transport {
     public var decodesContentEncoding: Bool { false }
+
+    public var cancelsCalledOffExchanges: Bool { false }
 }
 
 /// The transports Trellis ships, and the one it picks for you.

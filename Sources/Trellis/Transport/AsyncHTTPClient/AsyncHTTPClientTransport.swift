@@ -77,6 +77,9 @@ public final class AsyncHTTPClientTransport: Transport {
     /// Whether AsyncHTTPClient decodes compressed bodies itself (its `decompression` setting),
     /// so the client's compression stage must not decode them again.
     public let decodesContentEncoding: Bool
+    /// `true`: every exchange, buffered, streamed or forwarded to a proxy, is cancelled through
+    /// its limits when a hedge answers first.
+    public var cancelsCalledOffExchanges: Bool { true }
 
     /// A transport with its own `HTTPClient` made from `configuration`, checking `pinning`.
     ///
