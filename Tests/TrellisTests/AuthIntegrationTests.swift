@@ -11,11 +11,16 @@ struct AuthIntegrationTests {
         _ kind: TransportKind,
         settings: AccessTokenSettings = AccessTokenSettings(),
         logger: Logger = Logger(label: "trellis-test"),
+        configure: @escaping (inout Client.Configuration) -> Void = { _ in },
         _ body: (SecureBlogService, AuthServer, URL) async throws -> Void
     ) async throws {
         let server = AuthServer()
         try await TestServer.with(server.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.logger = logger; $0.accessTokens = settings }
+            let client = Client(baseURL: url, transport: kind.transport) {
+                $0.logger = logger
+                $0.accessTokens = settings
+                configure(&$0)
+            }
             let blog = SecureBlogService(client: client)
             blog.onAuthRetry = SecureBlogService.refreshHook
             try await body(blog, server, url)
@@ -139,6 +144,26 @@ struct AuthIntegrationTests {
     @Test(arguments: TransportKind.allCases)
     func aReplayedRequestRefusedAgainFailsWithoutLooping(_ kind: TransportKind) async throws {
         try await withBlog(kind) { blog, server, _ in
+            _ = try await blog.login(credentials: Credentials(user: "ada", password: "secret"))
+            server.state.withLockedValue { $0.rejectEverything = true }
+            let error = await #expect(throws: TrellisError.self) { try await blog.me() }
+            guard case .unacceptableStatus(let failure) = error else {
+                Issue.record("expected unacceptableStatus, got \(String(describing: error))")
+                return
+            }
+            #expect(failure.status == .unauthorized)
+            #expect(server.refreshCalls == 1)
+            #expect(server.meRequests == 2)
+        }
+    }
+
+    /// The token stage's replay and the retry policy each send again once at most, and not
+    /// for each other: a `401` after a refresh is the call's answer, not a failure to retry.
+    @Test(arguments: TransportKind.allCases)
+    func aReplayRefusedAgainIsNotRetriedEither(_ kind: TransportKind) async throws {
+        try await withBlog(kind, configure: {
+            $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+        }) { blog, server, _ in
             _ = try await blog.login(credentials: Credentials(user: "ada", password: "secret"))
             server.state.withLockedValue { $0.rejectEverything = true }
             let error = await #expect(throws: TrellisError.self) { try await blog.me() }

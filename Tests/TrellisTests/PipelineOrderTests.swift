@@ -107,6 +107,24 @@ struct PipelineOrderTests {
         #expect(names.firstIndex(of: "APIKey")! < names.firstIndex(of: "AccessTokenStage")!)
     }
 
+    /// Every test "Where features meet" names (`Suite.test`) is a test of that suite, so the
+    /// matrix cannot point at a test that was renamed or never written.
+    @Test func theMatrixOfFeaturesThatMeetNamesTestsThatExist() throws {
+        let article = try String(contentsOf: Self.catalogue.appendingPathComponent("WhereFeaturesMeet.md"), encoding: .utf8)
+        let tests = Self.catalogue.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tests/TrellisTests")
+        let names = article.split(separator: "`").map(String.init).filter { name in
+            let parts = name.split(separator: ".")
+            return parts.count == 2 && parts[0].hasSuffix("Tests") && parts[1].allSatisfy { $0.isLetter || $0.isNumber }
+        }
+        #expect(names.count > 30)
+        for name in Set(names) {
+            let parts = name.split(separator: ".").map(String.init)
+            let source = try String(contentsOf: tests.appendingPathComponent(parts[0] + ".swift"), encoding: .utf8)
+            #expect(source.contains("func \(parts[1])("), "WhereFeaturesMeet.md names \(name), which is not a test")
+        }
+    }
+
     @Test func aServiceAddsItsMiddlewaresAfterTheClients() throws {
         let client = Client(baseURL: URL(string: "https://api.test")!, transport: MockTransport(), middlewares: [CallStamp()])
         let derived = client.adding(middlewares: [CallStamp(), CallStamp()])
