@@ -119,7 +119,7 @@ final class TestProgram: StoppableTestServer {
 
     struct ProgramMissing: Error, CustomStringConvertible {
         let name: String
-        var description: String { "the test needs \(name): apt-get install tinyproxy microsocks nginx-light (.ci/run installs them)" }
+        var description: String { "the test needs \(name): apt-get install tinyproxy microsocks nginx-light (Scripts/test installs them)" }
     }
 
     /// tinyproxy on a free port, allowing 127.0.0.1, with `extra` configuration lines.
