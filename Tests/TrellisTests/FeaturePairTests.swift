@@ -75,18 +75,7 @@ struct FeaturePairTests {
             _ = await arrivals.next()
             let second = Task { try await Self.$tenant.withValue("bob") { try await bob.data(for: request).body } }
             // Bob's call either sends its own request or joins Alice's: whichever comes first.
-            // (The stream's next arrival, read by one reader at a time.)
-            let joined = await withTaskGroup(of: Bool.self) { group in
-                group.addTask { await events.first(named: "coalesced"); return true }
-                group.addTask {
-                    var later = server.arrivals.makeAsyncIterator()
-                    _ = await later.next()
-                    return false
-                }
-                let joined = await group.next()!
-                group.cancelAll()
-                return joined
-            }
+            let joined = await Self.joinsRatherThanArrives(events, server)
             server.releaseHeld()
             let answers = [String(decoding: try await first.value, as: UTF8.self), String(decoding: try await second.value, as: UTF8.self)]
             #expect(!joined, "bob's call joined alice's")
@@ -145,17 +134,7 @@ struct FeaturePairTests {
             var arrivals = server.arrivals.makeAsyncIterator()
             _ = await arrivals.next()
             let second = Task { try await client.data(for: bob).body }
-            let joined = await withTaskGroup(of: Bool.self) { group in
-                group.addTask { await events.first(named: "coalesced"); return true }
-                group.addTask {
-                    var later = server.arrivals.makeAsyncIterator()
-                    _ = await later.next()
-                    return false
-                }
-                let joined = await group.next()!
-                group.cancelAll()
-                return joined
-            }
+            let joined = await Self.joinsRatherThanArrives(events, server)
             server.releaseHeld()
             let answers = [String(decoding: try await first.value, as: UTF8.self), String(decoding: try await second.value, as: UTF8.self)]
             #expect(!joined)
@@ -275,6 +254,24 @@ struct FeaturePairTests {
             guard case .unacceptableStatus(let failure) = error else { Issue.record("\(String(describing: error))"); return }
             #expect(failure.status == .serviceUnavailable)
             #expect((6...12).contains(server.requests.count), "\(server.requests.map(\.target))")
+        }
+    }
+
+    /// Whether the next call joins the exchange in flight (a `coalesced` event) rather than
+    /// sending a request of its own (the server's next arrival), whichever comes first: a
+    /// wrong answer fails the test instead of waiting for an arrival that never comes.
+    private static func joinsRatherThanArrives(_ events: RecordedResilienceEvents, _ server: ScriptedServer) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await events.first(named: "coalesced"); return true }
+            group.addTask {
+                // The stream's next arrival: its earlier reader reads no more.
+                var later = server.arrivals.makeAsyncIterator()
+                _ = await later.next()
+                return false
+            }
+            let joined = await group.next()!
+            group.cancelAll()
+            return joined
         }
     }
 }

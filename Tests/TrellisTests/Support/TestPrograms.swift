@@ -139,37 +139,20 @@ final class TestProgram: StoppableTestServer {
     /// on`), and answering `/` with the subject of the certificate it got.
     static func nginx(requiringClientsOf certificates: TestCertificates) async throws -> TestProgram {
         let pem = try certificates.pem()
-        return try await TestProgram("nginx") { port, directory in
+        return try await nginx { port, directory in
             let path = directory.path
             try pem.authority.write(to: directory.appending(path: "authority.pem"), atomically: true, encoding: .utf8)
             try pem.leaf.write(to: directory.appending(path: "leaf.pem"), atomically: true, encoding: .utf8)
             try pem.leafKey.write(to: directory.appending(path: "leaf-key.pem"), atomically: true, encoding: .utf8)
-            let configuration = """
-                daemon off;
-                master_process off;
-                pid \(path)/nginx.pid;
-                error_log \(path)/error.log;
-                events { worker_connections 64; }
-                http {
-                    access_log \(path)/access.log;
-                    client_body_temp_path \(path)/body;
-                    proxy_temp_path \(path)/proxy;
-                    fastcgi_temp_path \(path)/fastcgi;
-                    uwsgi_temp_path \(path)/uwsgi;
-                    scgi_temp_path \(path)/scgi;
-                    server {
-                        listen 127.0.0.1:\(port) ssl;
-                        server_name localhost;
-                        ssl_certificate \(path)/leaf.pem;
-                        ssl_certificate_key \(path)/leaf-key.pem;
-                        ssl_client_certificate \(path)/authority.pem;
-                        ssl_verify_client on;
-                        location / { return 200 "$ssl_client_s_dn"; }
-                    }
-                }
+            return """
+                listen 127.0.0.1:\(port) ssl;
+                server_name localhost;
+                ssl_certificate \(path)/leaf.pem;
+                ssl_certificate_key \(path)/leaf-key.pem;
+                ssl_client_certificate \(path)/authority.pem;
+                ssl_verify_client on;
+                location / { return 200 "$ssl_client_s_dn"; }
                 """
-            try configuration.write(to: directory.appending(path: "nginx.conf"), atomically: true, encoding: .utf8)
-            return ["-p", path, "-e", "\(path)/error.log", "-c", "\(path)/nginx.conf"]
         }
     }
 
@@ -177,6 +160,18 @@ final class TestProgram: StoppableTestServer {
     /// port, which tells when it is ready), answering every request with the `Host` it got;
     /// nginx answers 400 to an HTTP/1.1 request without one.
     static func nginxOnUnixSocket() async throws -> TestProgram {
+        try await nginx { port, directory in
+            """
+            listen 127.0.0.1:\(port);
+            listen unix:\(directory.path)/nginx.sock;
+            location / { return 200 "host=$http_host"; }
+            """
+        }
+    }
+
+    /// nginx in the foreground, as one process, keeping every file in its directory, with one
+    /// `server` block whose lines `server(port, directory)` gives.
+    private static func nginx(server: (Int, URL) throws -> String) async throws -> TestProgram {
         try await TestProgram("nginx") { port, directory in
             let path = directory.path
             let configuration = """
@@ -193,9 +188,7 @@ final class TestProgram: StoppableTestServer {
                     uwsgi_temp_path \(path)/uwsgi;
                     scgi_temp_path \(path)/scgi;
                     server {
-                        listen 127.0.0.1:\(port);
-                        listen unix:\(path)/nginx.sock;
-                        location / { return 200 "host=$http_host"; }
+                \(try server(port, directory))
                     }
                 }
                 """

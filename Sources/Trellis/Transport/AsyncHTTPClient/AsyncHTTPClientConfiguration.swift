@@ -15,37 +15,37 @@ extension AsyncHTTPClientTransport {
     ) -> HTTPClient.Configuration {
         var configuration = base
         configuration.tlsConfiguration = pins.enforcing(on: base.tlsConfiguration ?? .makeClientConfiguration())
+        return Self.configuration(configuration, verifyingEachCertificate: pins.verify)
+    }
+
+    /// `base` with the server's certificate checked against `check`'s host on every new
+    /// connection (a name override's: see ``CertificateNameCheck``).
+    static func configuration(
+        _ base: HTTPClient.Configuration,
+        checking check: CertificateNameCheck
+    ) -> HTTPClient.Configuration {
+        Self.configuration(base, verifyingEachCertificate: check.verify)
+    }
+
+    /// `base` with `verify` given the server's certificate on every new HTTP/1 and HTTP/2
+    /// connection, right after the handshake and before the connection carries a request; an
+    /// error closes the connection and fails the request with it.
+    private static func configuration(
+        _ base: HTTPClient.Configuration,
+        verifyingEachCertificate verify: @escaping @Sendable (NIOSSLCertificate?) throws -> Void
+    ) -> HTTPClient.Configuration {
+        var configuration = base
         // A mismatch is not transient: trying the connection again until the deadline would
         // only delay the failure.
         configuration.connectionPool.retryConnectionEstablishment = false
         let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
-            channel.nioSSL_peerCertificate().flatMapThrowing(pins.verify).flatMapError { error in
+            channel.nioSSL_peerCertificate().flatMapThrowing(verify).flatMapError { error in
                 channel.close(promise: nil)
                 return channel.eventLoop.makeFailedFuture(error)
             }
         }
         configuration.http1_1ConnectionDebugInitializer = Self.chain(check, base.http1_1ConnectionDebugInitializer)
         configuration.http2ConnectionDebugInitializer = Self.chain(check, base.http2ConnectionDebugInitializer)
-        return configuration
-    }
-
-    /// `base` with the server's certificate checked against `check`'s host on every new
-    /// HTTP/1 and HTTP/2 connection, right after the handshake, before it carries a request.
-    static func configuration(
-        _ base: HTTPClient.Configuration,
-        checking check: CertificateNameCheck
-    ) -> HTTPClient.Configuration {
-        var configuration = base
-        // A certificate for another name will not be one for this name on a second try.
-        configuration.connectionPool.retryConnectionEstablishment = false
-        let verify: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
-            channel.nioSSL_peerCertificate().flatMapThrowing(check.verify).flatMapError { error in
-                channel.close(promise: nil)
-                return channel.eventLoop.makeFailedFuture(error)
-            }
-        }
-        configuration.http1_1ConnectionDebugInitializer = Self.chain(verify, base.http1_1ConnectionDebugInitializer)
-        configuration.http2ConnectionDebugInitializer = Self.chain(verify, base.http2ConnectionDebugInitializer)
         return configuration
     }
 
