@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 @testable import Trellis
+import TrellisTesting
 
 /// Each resilience policy against a real in-process server whose failures the test scripts.
 @Suite("Resilience across calls", .hangGuard)
@@ -190,13 +191,22 @@ struct ResilienceTests {
 
     // MARK: Concurrency limit
 
+    /// Twelve calls, three at a time. The test waits only on what every ordering produces:
+    /// nine calls in line, then the first three requests held together; from then on the server
+    /// answers whatever it holds as each request arrives, until every call has ended. (It used
+    /// to answer three at a time, counting arrivals: a call that failed or was refused, as one
+    /// that waits out `maximumWait` on a slow machine is, never arrived, and the test waited
+    /// for it until its hang guard.) Nothing is retried and nothing times out, so a failure
+    /// ends the test as a failure.
     @Test(arguments: TransportKind.allCases)
     func theConcurrencyLimitKeepsAtMostNInFlight(_ kind: TransportKind) async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("200 OK", body: "ok")) }) { server in
             let events = RecordedResilienceEvents()
             let client = Client(baseURL: server.url, transport: kind.transport) {
-                $0.resilience.concurrencyLimit = ConcurrencyLimit(maximumInFlight: 3)
+                $0.resilience.concurrencyLimit = ConcurrencyLimit(maximumInFlight: 3, maximumWait: .seconds(3600))
                 $0.observability.eventMonitors = [events]
+                $0.retry = .none
+                $0.timeouts.request = .seconds(3600)
             }
             let request = try Request(method: .get, url: server.url.appending(path: "work"))
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -204,17 +214,56 @@ struct ResilienceTests {
                 // Three go, nine wait in line.
                 await events.count(named: "concurrency_limit_reached", reaching: 9)
                 var arrivals = server.arrivals.makeAsyncIterator()
-                // Three at a time: the next three come only when the server answers these.
-                for _ in 0..<4 {
-                    for _ in 0..<3 { _ = await arrivals.next() }
+                for _ in 0..<3 { _ = await arrivals.next() }
+                // Each answer lets one more go. An answer is held before its arrival is told,
+                // so every held answer is released after it.
+                let answering = Task {
                     server.releaseHeld()
+                    var later = server.arrivals.makeAsyncIterator()
+                    while await later.next() != nil { server.releaseHeld() }
                 }
+                defer { answering.cancel() }
                 try await group.waitForAll()
             }
             #expect(server.requests.count == 12)
             #expect(server.mostHeldAtOnce == 3)
             #expect(events.names == Array(repeating: "concurrency_limit_reached", count: 9))
         }
+    }
+
+    /// The hand-over of places under contention: two thousand callers arrive while places are
+    /// freed and a fifth of them give up as they queue. No wake-up is lost (every call ends,
+    /// answered or cancelled), never more than the limit are in flight, and the origin is idle
+    /// at the end.
+    @Test func theConcurrencyLimitLosesNoWakeUpWhilePlacesAreFreedAndWaitersGiveUp() async throws {
+        let limit = ConcurrencyLimit(maximumInFlight: 3, maximumWait: .seconds(3600))
+        let slots = OriginStates<ConcurrencySlots>(limit)
+        let stage = ConcurrencyLimitStage(slots: slots)
+        let inFlight = NIOLockedValueBox((now: 0, most: 0))
+        let next = Pipeline.Next(pipeline: Pipeline(stages: [], transport: MockTransport()), from: 0) { _, _ in
+            inFlight.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
+            // Others queue and give up while this one holds its place.
+            await Task.yield()
+            inFlight.withLockedValue { $0.now -= 1 }
+            return Response(head: HTTPResponse(status: .ok), body: ResponseBody())
+        }
+        let request = try Request(method: .get, url: URL(string: "https://api.test/x")!)
+        let calls = (0..<2000).map { _ in Task { try await stage.intercept(request, CallContext(), next: next) } }
+        for (index, call) in calls.enumerated() where index % 5 == 0 { call.cancel() }
+        var (answered, cancelled) = (0, 0)
+        for call in calls {
+            do {
+                _ = try await call.value
+                answered += 1
+            } catch is CancellationError {
+                cancelled += 1
+            }
+        }
+        #expect(answered + cancelled == 2000)
+        #expect(answered >= 1600)
+        #expect(inFlight.withLockedValue { $0.most } <= 3)
+        let (stillInFlight, stillWaiting) = slots.update(request.origin) { ($0.inFlight, $0.waiters.count) }
+        #expect(stillInFlight == 0 && stillWaiting == 0)
     }
 
     @Test func aCallThatWaitsTooLongForTheConcurrencyLimitIsRefused() async throws {
