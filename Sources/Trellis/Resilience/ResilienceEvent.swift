@@ -25,7 +25,8 @@ public enum ResilienceEvent: Sendable {
     case waitedForBackoff(origin: String, until: Date)
     /// A hedge was sent: the first attempt had not answered after `after`.
     case hedgeSent(origin: String, after: Duration)
-    /// The call joined an identical call in flight and shares its response.
+    /// The call joined an identical exchange in flight (the same request as sent) and shares
+    /// its response.
     case coalesced(origin: String)
     /// A policy refused the call before it was sent; the call fails with
     /// ``TrellisError/callRefused(_:)``.
