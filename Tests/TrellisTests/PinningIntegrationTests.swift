@@ -44,7 +44,9 @@ struct PinningIntegrationTests {
     }
 
     /// Sends `GET /pinned` through `transport` and returns the body, or throws.
-    private func fetch(_ url: URL, _ transport: AsyncHTTPClientTransport, timeout: Duration = .seconds(30)) async throws -> String {
+    /// The pinned page; the timeout is none of these tests' business unless one gives it (a
+    /// TLS handshake under ThreadSanitizer, beside a busy core, once took past 30 s).
+    private func fetch(_ url: URL, _ transport: AsyncHTTPClientTransport, timeout: Duration = .seconds(240)) async throws -> String {
         let client = Client(baseURL: url, transport: transport) { $0.timeouts.request = timeout; $0.security.pinning = transport.pinning }
         let response = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "pinned")))
         return String(decoding: response.body, as: UTF8.self)
