@@ -294,13 +294,20 @@ struct TestingKitTests {
     func recordingAHostileServer() async throws {
         try await HostileServer.with { server in
             let recorder = HTTPArchiveRecorder(maximumBodySize: 64 << 10)
-            let client = Client(baseURL: server.url, transport: RecordingTransport(wrapping: AsyncHTTPClientTransport.shared, recorder: recorder)) {
+            let recording = RecordingTransport(wrapping: AsyncHTTPClientTransport.shared, recorder: recorder)
+            // The stall is told by an idle timeout of 300 ms; the flood and the cut are read with
+            // a patient one, so that a reader the machine holds back for a moment is not a stall.
+            let patient = Client(baseURL: server.url, transport: recording) {
+                $0.timeouts = .patient
+                $0.retry = RetryPolicy.none
+            }
+            let client = Client(baseURL: server.url, transport: recording) {
                 $0.timeouts = Client.Configuration.Timeouts(request: .seconds(60), idle: .milliseconds(300))
                 $0.retry = RetryPolicy.none
             }
             // A body that never ends, read for 4 MiB and then dropped.
             do {
-                let flood = try await client.send(try Trellis.Request(method: .get, url: server.url.appending(path: "flood")))
+                let flood = try await patient.send(try Trellis.Request(method: .get, url: server.url.appending(path: "flood")))
                 var read = 0
                 for try await chunk in flood.body {
                     read += chunk.readableBytes
@@ -321,7 +328,7 @@ struct TestingKitTests {
             }
             // A body cut short by a closed connection.
             await #expect(throws: TrellisError.self) {
-                try await client.perform(try Trellis.Request(method: .get, url: server.url.appending(path: "cut-short")))
+                try await patient.perform(try Trellis.Request(method: .get, url: server.url.appending(path: "cut-short")))
             }
 
             let entries = recorder.archive.log.entries
