@@ -239,6 +239,54 @@ struct ConnectivityIntegrationTests {
         }
     }
 
+    /// A proxy that relays each read as a write, with Nagle's algorithm on (tinyproxy), holds a
+    /// body that reached it apart from its head until the server acknowledges the head: 40 ms.
+    /// Through a tunnel the two leave in one segment, so the proxy reads them together.
+    @Test func aRequestsHeadAndBodyReachTheTunnelInOneRead() async throws {
+        let script: ScriptedServer.Script = { request in
+            request.method == "CONNECT" ? "HTTP/1.1 200 Connection established\r\n\r\n" : ScriptedServer.response("201 Created", body: "made")
+        }
+        try await ScriptedServer.with(script) { fakeProxy in
+            let target = URL(string: "http://origin.trellis.test/things")!
+            let client = Client(baseURL: target) {
+                $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: fakeProxy.url.port!, tunnelsPlainHTTP: true))
+            }
+            for _ in 0..<5 {
+                let request = try Trellis.Request(method: .post, url: target, body: Trellis.RequestBody(#"{"name":"a thing"}"#, contentType: "application/json"))
+                #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "made")
+            }
+            let posts = fakeProxy.requests.filter { $0.method == "POST" }
+            #expect(posts.count == 5)
+            #expect(posts.allSatisfy { $0.reads == 1 }, "reads per request: \(posts.map(\.reads))")
+        }
+    }
+
+    /// The head waits for the body only while the loop finishes what it is doing: a stream whose
+    /// first chunk comes once the server has the head does not wait for itself.
+    @Test(.hangGuard) func aStreamedBodyThatWaitsForTheHeadToArriveIsSentThroughTheTunnel() async throws {
+        let script: ScriptedServer.Script = { request in
+            request.method == "CONNECT" ? "HTTP/1.1 200 Connection established\r\n\r\n" : ScriptedServer.response("201 Created", body: "made")
+        }
+        try await ScriptedServer.with(script) { fakeProxy in
+            let target = URL(string: "http://origin.trellis.test/things")!
+            let client = Client(baseURL: target) {
+                $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: fakeProxy.url.port!, tunnelsPlainHTTP: true))
+            }
+            let heads = fakeProxy.headArrivals
+            let chunks = AsyncStream<ByteBuffer> { continuation in
+                Task {
+                    for await head in heads where head.hasPrefix("POST") {
+                        continuation.yield(ByteBuffer(string: "late"))
+                        continuation.finish()
+                        return
+                    }
+                }
+            }
+            let request = try Trellis.Request(method: .post, url: target, body: Trellis.RequestBody(stream: chunks, length: 4))
+            #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "made")
+        }
+    }
+
     @Test func aProxyThatRedirectsTheTunnelIsNamedAndNotFollowed() async throws {
         let redirect = ScriptedServer.response("302 Found", ["Location: http://127.0.0.1:9/elsewhere"])
         try await ScriptedServer.with({ _ in redirect }) { fakeProxy in

@@ -32,11 +32,15 @@ protocol Articles {
     @GET("/articles")
     func articles() async throws -> [Article]
 
+    @GET("/some-articles")
+    func someArticles() async throws -> [Article]
+
     @POST("/articles") @Body("article")
     func create(article: NewArticle) async throws -> Article
 }
 
-/// What the server answers: a 199-byte article, about 100 KB of articles, and a created one.
+/// What the server answers: a 199-byte article, about 100 KB of articles (and 23 KB of them),
+/// and a created one.
 enum ArticleFixtures {
     static let article = Article(
         id: 42, title: "Declaring HTTP APIs as Swift protocols", author: "Ada Lovelace",
@@ -46,11 +50,15 @@ enum ArticleFixtures {
     static let articlesBody = ByteBuffer(data: try! JSONEncoder().encode(
         (0..<700).map { Article(id: $0, title: "Article number \($0) about HTTP", author: "Author \($0 % 17)", tags: ["a", "b"], published: $0 % 2 == 0, score: Double($0) / 7) }
     ))
+    static let someArticlesBody = ByteBuffer(data: try! JSONEncoder().encode(
+        (0..<160).map { Article(id: $0, title: "Article number \($0) about HTTP", author: "Author \($0 % 17)", tags: ["a", "b"], published: $0 % 2 == 0, score: Double($0) / 7) }
+    ))
     static let newArticle = NewArticle(title: "Posted", author: "Grace Hopper", tags: ["new"])
 
     static func install(_ router: Router<BasicRequestContext>) {
         router.get("article") { _, _ in json(articleBody) }
         router.get("articles") { _, _ in json(articlesBody) }
+        router.get("some-articles") { _, _ in json(someArticlesBody) }
         router.post("articles") { request, _ in
             var request = request
             _ = try await request.collectBody(upTo: 1 << 20)

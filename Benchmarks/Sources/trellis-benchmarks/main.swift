@@ -65,7 +65,7 @@ do {
         case "resilience":
             Report.print("Resilience: hedging against a slow tail, and an open circuit's refusals (AsyncHTTPClient)", try await ResilienceBenchmark.run(rounds: min(rounds, 5)))
         case "proxy":
-            CallBenchmark.print("Service calls through a local tinyproxy vs raw AsyncHTTPClient with the same proxy", try await ProxyBenchmark.run(rounds: rounds))
+            CallBenchmark.print("Service calls through a local tinyproxy and squid vs raw AsyncHTTPClient with the same proxy", try await ProxyBenchmark.run(rounds: rounds))
         case "cache":
             CallBenchmark.print("A cache hit (\"Trellis\") vs the same call over the network (\"raw\", CachePolicy.reload), one client", try await CacheBenchmark.run(rounds: rounds))
         case "bomb":

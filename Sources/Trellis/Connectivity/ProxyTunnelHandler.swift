@@ -5,6 +5,11 @@ import NIOCore
 /// sends the `CONNECT` when the connection becomes active, holds back what the handlers after
 /// it write until the proxy answers 2xx, then passes everything through and leaves. For the
 /// WebSocket dialer, whose connection is its own (AsyncHTTPClient tunnels its own).
+///
+/// Not swift-nio-extras' `NIOHTTP1ProxyConnectHandler`: it needs an HTTP encoder and decoder
+/// around it, which the dialer would have to take out again once the tunnel is open, handing on
+/// the bytes a proxy sent right after its `200` (`aTunnelWhoseTwoHundredIsFollowedByGarbage…`);
+/// this handler reads the answer's head itself and has nothing to take out but itself.
 final class ProxyTunnelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer

@@ -18,6 +18,9 @@ final class ScriptedServer: StoppableTestServer {
         let target: String
         /// Which request of its connection this was, from 1.
         let numberOnConnection: Int
+        /// How many reads of the connection carried its bytes: 1 when its head and body came
+        /// in one segment.
+        var reads = 1
         /// When the server read it.
         var arrived = ContinuousClock.now
 
@@ -53,6 +56,8 @@ final class ScriptedServer: StoppableTestServer {
     private let heldAnswers = NIOLockedValueBox(Held())
     /// Yields each request as it is read.
     let arrivals: AsyncStream<Received>
+    /// Yields the head of each request as soon as it is read, before its body.
+    let headArrivals: AsyncStream<String>
     /// Yields each time a connection closes, by either side.
     let closes: AsyncStream<Void>
 
@@ -65,10 +70,12 @@ final class ScriptedServer: StoppableTestServer {
         let held = self.heldAnswers
         let (arrivals, arrivalSink) = AsyncStream.makeStream(of: Received.self)
         let (closes, closeSink) = AsyncStream.makeStream(of: Void.self)
+        let (headArrivals, headSink) = AsyncStream.makeStream(of: String.self)
         self.arrivals = arrivals
         self.closes = closes
+        self.headArrivals = headArrivals
         channel = try await RawListener.bind {
-            Handler(script: script, received: received, held: held, arrivalSink: arrivalSink, closeSink: closeSink)
+            Handler(script: script, received: received, held: held, arrivalSink: arrivalSink, closeSink: closeSink, headSink: headSink)
         }
     }
 
@@ -102,21 +109,29 @@ final class ScriptedServer: StoppableTestServer {
         let held: NIOLockedValueBox<Held>
         let arrivalSink: AsyncStream<Received>.Continuation
         let closeSink: AsyncStream<Void>.Continuation
+        let headSink: AsyncStream<String>.Continuation
+        /// Whether the head of the request being read has been yielded.
+        private var headYielded = false
         private var buffered: [UInt8] = []
         private var requestsOnConnection = 0
+        /// Reads since the last whole request was taken (the one that ended it included, when
+        /// it left bytes of the next).
+        private var readsOfThisRequest = 0
 
         init(
             script: @escaping Script,
             received: NIOLockedValueBox<[Received]>,
             held: NIOLockedValueBox<Held>,
             arrivalSink: AsyncStream<Received>.Continuation,
-            closeSink: AsyncStream<Void>.Continuation
+            closeSink: AsyncStream<Void>.Continuation,
+            headSink: AsyncStream<String>.Continuation
         ) {
             self.script = script
             self.received = received
             self.held = held
             self.arrivalSink = arrivalSink
             self.closeSink = closeSink
+            self.headSink = headSink
         }
 
         func channelInactive(context: ChannelHandlerContext) {
@@ -127,6 +142,7 @@ final class ScriptedServer: StoppableTestServer {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             var buffer = unwrapInboundIn(data)
             buffered += buffer.readBytes(length: buffer.readableBytes) ?? []
+            readsOfThisRequest += 1
             while let request = nextRequest() {
                 requestsOnConnection += 1
                 let line = request.head.split(separator: "\r\n").first ?? ""
@@ -135,8 +151,10 @@ final class ScriptedServer: StoppableTestServer {
                     head: request.head,
                     method: words.first.map(String.init) ?? "",
                     target: words.dropFirst().first.map(String.init) ?? "/",
-                    numberOnConnection: requestsOnConnection
+                    numberOnConnection: requestsOnConnection,
+                    reads: readsOfThisRequest
                 )
+                readsOfThisRequest = buffered.isEmpty ? 0 : 1
                 self.received.withLockedValue { $0.append(received) }
                 let answer = script(received)
                 if answer.hasPrefix(ScriptedServer.heldMark) {
@@ -164,6 +182,10 @@ final class ScriptedServer: StoppableTestServer {
             guard buffered.count >= 4, let index = (0...(buffered.count - 4)).first(where: { Array(buffered[$0..<$0 + 4]) == end })
             else { return nil }
             let head = String(decoding: buffered[..<index], as: UTF8.self)
+            if !headYielded {
+                headYielded = true
+                headSink.yield(head)
+            }
             let length = head.split(separator: "\r\n").lazy.compactMap { line -> Int? in
                 let parts = line.split(separator: ":", maxSplits: 1)
                 guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
@@ -172,6 +194,7 @@ final class ScriptedServer: StoppableTestServer {
             guard buffered.count >= index + 4 + length else { return nil }
             let body = Array(buffered[(index + 4)..<(index + 4 + length)])
             buffered.removeFirst(index + 4 + length)
+            headYielded = false
             return (head, body)
         }
     }

@@ -27,6 +27,17 @@ extension AsyncHTTPClientTransport {
         Self.configuration(base, verifyingEachCertificate: check.verify)
     }
 
+    /// `base` with its connections going through `proxy`, timed for a proxy that relays with
+    /// Nagle's algorithm on (see `ProxyRelayTiming`).
+    static func configuration(_ base: HTTPClient.Configuration, through proxy: Proxy) -> HTTPClient.Configuration {
+        var configuration = base
+        configuration.proxy = proxy.asyncHTTPClientProxy
+        let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { ProxyRelayTiming.install(on: $0) }
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(install, base.http1_1ConnectionDebugInitializer)
+        configuration.http2ConnectionDebugInitializer = Self.chain(install, base.http2ConnectionDebugInitializer)
+        return configuration
+    }
+
     /// `base` with `verify` given the server's certificate on every new HTTP/1 and HTTP/2
     /// connection, right after the handshake and before the connection carries a request; an
     /// error closes the connection and fails the request with it.

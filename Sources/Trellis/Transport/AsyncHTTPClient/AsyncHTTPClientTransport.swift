@@ -259,7 +259,7 @@ public final class AsyncHTTPClientTransport: Transport {
                     """))
             }
             var configuration = onDemandConfiguration
-            configuration.proxy = key.proxy?.asyncHTTPClientProxy
+            if let proxy = key.proxy { configuration = Self.configuration(configuration, through: proxy) }
             if let tlsIndex = key.tlsIndex {
                 configuration.tlsConfiguration = connectivity.tlsByHost[tlsIndex].settings.applied(to: baseTLS)
             }

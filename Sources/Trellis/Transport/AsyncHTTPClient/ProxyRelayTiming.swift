@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import NIOCore
+import NIOHTTP1
+
+/// Keeps a proxy that relays with Nagle's algorithm on from holding bytes back for a delayed
+/// acknowledgement, on the HTTP/1 connections of a route through a proxy.
+///
+/// Such a proxy (tinyproxy) reads what arrives and writes it on at once, so each piece it
+/// reads becomes a write; with Nagle's algorithm, a write less than a segment waits while an
+/// earlier one is unacknowledged, and the other end delays its acknowledgement up to 40 ms
+/// when the connection looks interactive, as one carrying a request for each answer does. Packet
+/// captures on loopback (`Benchmarks/README.md`, "Through a proxy") showed both ways:
+///
+/// - **Answers.** tinyproxy reads 2 KiB at a time: a 23 KB answer left it as 2,048 bytes, then
+///   the rest only once the client's delayed acknowledgement came, 40 ms later, every call, raw
+///   AsyncHTTPClient's as well. On Linux the connection sets `TCP_QUICKACK` after each batch of
+///   reads, which sends the pending acknowledgement at once (the kernel forgets the setting, so
+///   it is set each time: one system call per batch).
+/// - **Requests.** AsyncHTTPClient flushes a request's head, then its body: two segments.
+///   When the proxy read them apart, the body waited for the server's delayed acknowledgement
+///   of the head (a POST's p99 was 45 ms). The head's flush is held until the body's first
+///   write, or until the event loop's current work is done, whichever comes first: a body in
+///   memory follows in the same turn of the loop, and a stream that is slow to start sends
+///   its head as before.
+enum ProxyRelayTiming {
+    /// Installs both on a new HTTP/1 connection; an HTTP/2 connection gets the
+    /// acknowledgements alone.
+    static func install(on channel: any Channel) -> EventLoopFuture<Void> {
+        channel.onItsLoop {
+            let pipeline = channel.pipeline.syncOperations
+            #if os(Linux)
+            try pipeline.addHandler(QuickAcknowledgements(), position: .first)
+            #endif
+            if let encoder = try? pipeline.handler(type: HTTPRequestEncoder.self) {
+                try pipeline.addHandler(HeadWithBody(), position: .after(encoder))
+            }
+        }
+    }
+
+    #if os(Linux)
+    /// Setting it only after a batch that left an answer unfinished, so never for a small
+    /// answer, bought nothing measurable: small GETs from 32 tasks were at 0.88x and 0.91x of raw
+    /// (tinyproxy, squid) with it and 0.91x and 0.88x without, ± 0.03 to 0.06 over 5 alternated
+    /// runs (`Benchmarks/README.md`).
+    private final class QuickAcknowledgements: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+
+        private static let option = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_QUICKACK)))
+
+        func channelReadComplete(context: ChannelHandlerContext) {
+            // A failure leaves the kernel's own timing, as without the handler.
+            try? context.channel.syncOptions?.setOption(Self.option, value: 1)
+            context.fireChannelReadComplete()
+        }
+    }
+    #endif
+
+    /// Between AsyncHTTPClient's handler and the request encoder: holds the flush of a head
+    /// that announces a body.
+    private final class HeadWithBody: ChannelOutboundHandler {
+        typealias OutboundIn = HTTPClientRequestPart
+        typealias OutboundOut = HTTPClientRequestPart
+
+        /// Whether a head is written and its flush held.
+        private var holding = false
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            switch Self.unwrapOutboundIn(data) {
+            case .head(let head):
+                // `Expect: 100-continue` waits for the server's word before the body.
+                holding = Self.announcesBody(head) && !head.headers.contains(name: "expect")
+            case .body, .end:
+                holding = false
+            }
+            context.write(data, promise: promise)
+        }
+
+        func flush(context: ChannelHandlerContext) {
+            guard holding else { return context.flush() }
+            // Flushed with the body's first write, or once the loop has done what it is doing.
+            context.eventLoop.assumeIsolated().execute {
+                guard self.holding else { return }
+                self.holding = false
+                context.flush()
+            }
+        }
+
+        private static func announcesBody(_ head: HTTPRequestHead) -> Bool {
+            if let length = head.headers.first(name: "content-length") { return length != "0" }
+            return head.headers.contains(name: "transfer-encoding")
+        }
+    }
+}
