@@ -230,7 +230,7 @@ struct CompressionIntegrationTests {
             }
             var request = try Trellis.Request(method: .post, url: url.appending(path: "z/upload-digest"), body: Trellis.RequestBody(stream: chunks))
             request.compressesBody = true
-            let answer = String(decoding: try await Client(baseURL: url, transport: kind.transport).data(for: request).body, as: UTF8.self)
+            let answer = String(decoding: try await Client(baseURL: url, transport: kind.transport) { $0.timeouts = .patient }.data(for: request).body, as: UTF8.self)
             #expect(answer == "\(bytes.count) \(SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())")
         }
     }
