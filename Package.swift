@@ -91,6 +91,8 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "CompressNIO", package: "compress-nio"),
             ],
+            // Read on first use (`PublicSuffixes`); Scripts/generate-public-suffixes writes it.
+            resources: [.copy("Cookies/PublicSuffixList.txt")],
             swiftSettings: strictSettings
         ),
         .target(

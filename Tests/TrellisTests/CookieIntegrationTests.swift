@@ -399,8 +399,9 @@ struct SetCookieParsingTests {
         #expect(jar.cookies.first?.isHostOnly == true)
     }
 
-    @Test func theCompiledPublicSuffixListKnowsEachKindOfRule() {
+    @Test func theShippedPublicSuffixListKnowsEachKindOfRule() {
         let list = PublicSuffixes.list
+        #expect(list.unreadable == nil)
         // Plain rules, from both the ICANN and the private part of the list.
         #expect(list.contains("co.uk") && list.contains("com") && list.contains("github.io"))
         #expect(!list.contains("example.co.uk") && !list.contains("example.com") && !list.contains("me.github.io"))
@@ -415,8 +416,9 @@ struct SetCookieParsingTests {
     }
 
     /// A lookup is a binary search: a rule out of order would be missed.
-    @Test func theCompiledRulesAreSortedAndEachIsFound() {
-        let rules = PublicSuffixes.rules.split(separator: "\n")
+    @Test func theShippedRulesAreSortedAndEachIsFound() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appending(path: "../../Sources/Trellis/Cookies/PublicSuffixList.txt")
+        let rules = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("//") }
         #expect(rules.count > 9_000)
         #expect(zip(rules, rules.dropFirst()).allSatisfy { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
         let missed = rules.filter { rule in
@@ -428,6 +430,26 @@ struct SetCookieParsingTests {
         let small = PublicSuffixes(sortedRules: "!www.ck\n*.ck\nco.uk\nuk")
         #expect(small.contains("uk") && small.contains("co.uk") && small.contains("any.ck"))
         #expect(!small.contains("www.ck") && !small.contains("example.co.uk") && !small.contains("a.any.ck"))
+    }
+
+    /// Without its list, the jar holds every cookie to its host: a domain it cannot judge is
+    /// taken for a public suffix.
+    @Test func aMissingPublicSuffixListMakesEveryDomainASuffixAndSaysWhy() throws {
+        let missing = URL(fileURLWithPath: "/nonexistent/\(UUID().uuidString)/PublicSuffixList.txt")
+        let list = PublicSuffixes(contentsOf: [missing])
+        #expect(list.unreadable?.contains(missing.path) == true)
+        #expect(list.contains("example.com") && list.contains("co.uk"))
+        #expect(String(describing: list).contains("unreadable"))
+
+        let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-suffixes-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let written = directory.appending(path: "list.txt")
+        try "// a comment\n// another\nco.uk\nuk\n".write(to: written, atomically: true, encoding: .utf8)
+        let read = PublicSuffixes(contentsOf: [missing, written])
+        #expect(read.unreadable == nil)
+        #expect(read.contains("co.uk") && !read.contains("example.co.uk"))
+        #expect(String(describing: read) == "PublicSuffixes(2 rules)")
     }
 
     @Test func aJarFileLoadsWithoutCookiesForAPublicSuffix() throws {

@@ -122,6 +122,9 @@ enum SetCookieParser {
                     return .refused("its Domain \(domain) is not \(origin.host) or a parent of it")
                 }
                 guard !PublicSuffixes.list.contains(domain) else {
+                    if let unreadable = PublicSuffixes.list.unreadable {
+                        return .refused("its Domain \(domain) is wider than the host, and \(unreadable), so no wider domain is accepted")
+                    }
                     return .refused("its Domain \(domain) is a public suffix, under which anyone may register a name")
                 }
                 cookie.domain = domain
