@@ -239,10 +239,9 @@ struct ConnectivityIntegrationTests {
         }
     }
 
-    /// A proxy that relays each read as a write, with Nagle's algorithm on (tinyproxy), holds a
-    /// body that reached it apart from its head until the server acknowledges the head: 40 ms.
-    /// Through a tunnel the two leave in one segment, so the proxy reads them together.
-    @Test func aRequestsHeadAndBodyReachTheTunnelInOneRead() async throws {
+    /// Runs `body` with a "proxy" that opens every tunnel and answers each request through it
+    /// `201` "made" itself, and a client tunnelling `target`'s requests through it.
+    private func throughATunnellingFake(_ body: (ScriptedServer, Client, URL) async throws -> Void) async throws {
         let script: ScriptedServer.Script = { request in
             request.method == "CONNECT" ? "HTTP/1.1 200 Connection established\r\n\r\n" : ScriptedServer.response("201 Created", body: "made")
         }
@@ -251,6 +250,15 @@ struct ConnectivityIntegrationTests {
             let client = Client(baseURL: target) {
                 $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: fakeProxy.url.port!, tunnelsPlainHTTP: true))
             }
+            try await body(fakeProxy, client, target)
+        }
+    }
+
+    /// A proxy that relays each read as a write, with Nagle's algorithm on (tinyproxy), holds a
+    /// body that reached it apart from its head until the server acknowledges the head: 40 ms.
+    /// Through a tunnel the two leave in one segment, so the proxy reads them together.
+    @Test func aRequestsHeadAndBodyReachTheTunnelInOneRead() async throws {
+        try await throughATunnellingFake { fakeProxy, client, target in
             for _ in 0..<5 {
                 let request = try Trellis.Request(method: .post, url: target, body: Trellis.RequestBody(#"{"name":"a thing"}"#, contentType: "application/json"))
                 #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "made")
@@ -264,14 +272,7 @@ struct ConnectivityIntegrationTests {
     /// The head waits for the body only while the loop finishes what it is doing: a stream whose
     /// first chunk comes once the server has the head does not wait for itself.
     @Test(.hangGuard) func aStreamedBodyThatWaitsForTheHeadToArriveIsSentThroughTheTunnel() async throws {
-        let script: ScriptedServer.Script = { request in
-            request.method == "CONNECT" ? "HTTP/1.1 200 Connection established\r\n\r\n" : ScriptedServer.response("201 Created", body: "made")
-        }
-        try await ScriptedServer.with(script) { fakeProxy in
-            let target = URL(string: "http://origin.trellis.test/things")!
-            let client = Client(baseURL: target) {
-                $0.connectivity.proxy = .always(.http(host: "127.0.0.1", port: fakeProxy.url.port!, tunnelsPlainHTTP: true))
-            }
+        try await throughATunnellingFake { fakeProxy, client, target in
             let heads = fakeProxy.headArrivals
             let chunks = AsyncStream<ByteBuffer> { continuation in
                 Task {
