@@ -19,6 +19,8 @@ struct AuthIntegrationTests {
             let client = Client(baseURL: url, transport: kind.transport) {
                 $0.logger = logger
                 $0.accessTokens = settings
+                // 200 calls at once ran past the default minute under ThreadSanitizer beside a build.
+                $0.timeouts = .patient
                 configure(&$0)
             }
             let blog = SecureBlogService(client: client)

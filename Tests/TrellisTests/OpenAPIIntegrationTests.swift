@@ -40,6 +40,8 @@ struct OpenAPIIntegrationTests {
         try await TestServer.with(server.install) { url in
             let client = Trellis.Client(baseURL: url, transport: kind.transport) { configuration in
                 configuration.accessTokens = AccessTokenSettings(refresher: Refresher())
+                // Megabytes up and down ran past the default minute under ThreadSanitizer beside a build.
+                configuration.timeouts = .patient
                 configure(&configuration)
             }
             let transport = TrellisClientTransport(client: client, operations: operations)
