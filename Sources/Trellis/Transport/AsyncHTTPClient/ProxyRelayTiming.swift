@@ -7,7 +7,7 @@ import NIOCore
 import NIOHTTP1
 
 /// Keeps a proxy that relays with Nagle's algorithm on from holding bytes back for a delayed
-/// acknowledgement, on the HTTP/1 connections of a route through a proxy.
+/// acknowledgement, on the connections of a route through a proxy (HTTP or SOCKS5).
 ///
 /// Such a proxy (tinyproxy) reads what arrives and writes it on at once, so each piece it
 /// reads becomes a write; with Nagle's algorithm, a write less than a segment waits while an
