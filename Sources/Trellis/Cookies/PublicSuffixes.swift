@@ -71,7 +71,7 @@ struct PublicSuffixes: Sendable, CustomStringConvertible {
     /// missing list costs only cookies wider than their host. Apple's builds always copy the bundle.
     private static func resourceCandidates() -> [URL] {
         #if canImport(Darwin)
-        [Bundle.module.url(forResource: "PublicSuffixList", withExtension: "txt")].compactMap { $0 }
+        [Bundle.module.url(forResource: fileName, withExtension: nil)].compactMap { $0 }
         #else
         [Bundle.main.bundleURL.appending(path: "Trellis_Trellis.resources").appending(path: fileName)]
         #endif

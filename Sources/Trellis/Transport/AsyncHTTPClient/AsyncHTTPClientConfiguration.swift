@@ -30,11 +30,20 @@ extension AsyncHTTPClientTransport {
     /// `base` with its connections going through `proxy`, timed for a proxy that relays with
     /// Nagle's algorithm on (see `ProxyRelayTiming`).
     static func configuration(_ base: HTTPClient.Configuration, through proxy: Proxy) -> HTTPClient.Configuration {
-        var configuration = base
+        var configuration = Self.configuration(base, settingUpEachConnection: { ProxyRelayTiming.install(on: $0) })
         configuration.proxy = proxy.asyncHTTPClientProxy
-        let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { ProxyRelayTiming.install(on: $0) }
-        configuration.http1_1ConnectionDebugInitializer = Self.chain(install, base.http1_1ConnectionDebugInitializer)
-        configuration.http2ConnectionDebugInitializer = Self.chain(install, base.http2ConnectionDebugInitializer)
+        return configuration
+    }
+
+    /// `base` with `setUp` run first on every new HTTP/1 and HTTP/2 connection, before the
+    /// initializers `base` already has.
+    private static func configuration(
+        _ base: HTTPClient.Configuration,
+        settingUpEachConnection setUp: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) -> HTTPClient.Configuration {
+        var configuration = base
+        configuration.http1_1ConnectionDebugInitializer = Self.chain(setUp, base.http1_1ConnectionDebugInitializer)
+        configuration.http2ConnectionDebugInitializer = Self.chain(setUp, base.http2ConnectionDebugInitializer)
         return configuration
     }
 
@@ -45,18 +54,15 @@ extension AsyncHTTPClientTransport {
         _ base: HTTPClient.Configuration,
         verifyingEachCertificate verify: @escaping @Sendable (NIOSSLCertificate?) throws -> Void
     ) -> HTTPClient.Configuration {
-        var configuration = base
-        // A mismatch is not transient: trying the connection again until the deadline would
-        // only delay the failure.
-        configuration.connectionPool.retryConnectionEstablishment = false
-        let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+        var configuration = Self.configuration(base, settingUpEachConnection: { channel in
             channel.nioSSL_peerCertificate().flatMapThrowing(verify).flatMapError { error in
                 channel.close(promise: nil)
                 return channel.eventLoop.makeFailedFuture(error)
             }
-        }
-        configuration.http1_1ConnectionDebugInitializer = Self.chain(check, base.http1_1ConnectionDebugInitializer)
-        configuration.http2ConnectionDebugInitializer = Self.chain(check, base.http2ConnectionDebugInitializer)
+        })
+        // A mismatch is not transient: trying the connection again until the deadline would
+        // only delay the failure.
+        configuration.connectionPool.retryConnectionEstablishment = false
         return configuration
     }
 
