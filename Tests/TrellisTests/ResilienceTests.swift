@@ -646,6 +646,13 @@ struct ResilienceTests {
     }
 }
 
+extension SharedBackoff {
+    /// The pause `head` asks for, by the pause's own rule.
+    fileprivate func pause(askedBy head: HTTPResponse) -> Duration? {
+        pause(askedBy: head, failures: failures(clientWide: nil))
+    }
+}
+
 /// A test's failure with a message.
 private struct TestFailure: Error, CustomStringConvertible {
     let description: String
@@ -654,7 +661,7 @@ private struct TestFailure: Error, CustomStringConvertible {
 
 /// A transport whose exchanges each wait for the test to end them (``end(_:with:)``), so that
 /// a test chooses the order in which a race's attempts end; it records which were cancelled.
-private final class GatedTransport: Transport {
+final class GatedTransport: Transport {
     private struct State {
         var started = 0
         var waiting: [Int: CheckedContinuation<Trellis.Response<ResponseBody>, any Error>] = [:]
@@ -694,10 +701,11 @@ private final class GatedTransport: Transport {
         }
     }
 
-    /// Ends exchange `number` with a `200` and `result`'s text, or with its error.
-    func end(_ number: Int, with result: Result<String, any Error>) {
+    /// Ends exchange `number` with `status` (`200` unless given) and `result`'s text, or with its
+    /// error.
+    func end(_ number: Int, with result: Result<String, any Error>, status: HTTPResponse.Status = .ok) {
         let waiting = state.withLockedValue { $0.waiting.removeValue(forKey: number) }
-        waiting?.resume(with: result.map { Trellis.Response(head: HTTPResponse(status: .ok), body: ResponseBody(ByteBuffer(string: $0))) })
+        waiting?.resume(with: result.map { Trellis.Response(head: HTTPResponse(status: status), body: ResponseBody(ByteBuffer(string: $0))) })
     }
 }
 

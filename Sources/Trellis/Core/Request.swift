@@ -141,6 +141,12 @@ public struct Request: Sendable {
     /// `scheme://host:port`, the unit credentials are scoped to.
     var origin: String { Self.origin(scheme: head.scheme ?? "https", authority: head.authority ?? "") }
 
+    /// Whether sending this request a second time cannot do harm: its method is idempotent and
+    /// its body can be sent again. Retries, hedges and the replay of a stale connection ask.
+    var canBeSentAgain: Bool {
+        RetryPolicy.isIdempotent(method) && (body?.isReplayable ?? true)
+    }
+
     /// `scheme://host:port` with the port spelled out, so `https://a` and `https://a:443`
     /// are one origin.
     /// The origin of an absolute `http` or `https` URL; `nil` for any other.

@@ -4,6 +4,13 @@ import Foundation
 /// lets it through as a probe when the cool-down is over, and records how it ended.
 struct CircuitBreakerStage: Stage {
     let circuits: OriginStates<CircuitState>
+    /// What counts as a failure.
+    private let failures: FailureClassifier
+
+    init(circuits: OriginStates<CircuitState>, clientFailures: FailureClassifier?) {
+        self.circuits = circuits
+        failures = circuits.settings.failures(clientWide: clientFailures)
+    }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let breaker = circuits.settings
@@ -24,9 +31,10 @@ struct CircuitBreakerStage: Stage {
         do {
             response = try await next(request, call)
         } catch {
-            if CircuitBreaker.isFailure(error) {
+            let outcome = AttemptOutcome(failure: error)
+            if let outcome, outcome.wasSent, failures.isFailure(outcome) {
                 record(failed: true, probe: probe, origin: origin, request: request, call: call)
-            } else if error is CancellationError || Task.isCancelled || Self.wasNotSent(error) {
+            } else if error is CancellationError || Task.isCancelled || outcome?.wasSent == false {
                 // Nothing was learned about the origin: the attempt was given up, or a later
                 // policy (the shared pause, the concurrency limit) refused to send it.
                 if probe { circuits.update(origin) { $0.releaseProbe() } }
@@ -36,7 +44,7 @@ struct CircuitBreakerStage: Stage {
             }
             throw error
         }
-        record(failed: breaker.isFailure(response.status), probe: probe, origin: origin, request: request, call: call)
+        record(failed: failures.isFailure(.answered(response.head)), probe: probe, origin: origin, request: request, call: call)
         return response
     }
 
@@ -51,10 +59,5 @@ struct CircuitBreakerStage: Stage {
         case nil:
             break
         }
-    }
-
-    private static func wasNotSent(_ error: any Error) -> Bool {
-        if case TrellisError.callRefused = error { return true }
-        return false
     }
 }

@@ -6,13 +6,15 @@ struct HedgingStage: Stage {
     let latencies: OriginStates<RecentLatencies>
     /// The origin's retry budget, which each hedge draws on, when the client has one.
     let budgets: OriginStates<RetryTokens>?
+    /// The answers that do not win while another attempt is out; `nil` when every answer wins.
+    let failures: FailureClassifier?
     /// One timer for the delays of all the client's calls: a call that starts or ends touches
     /// only its lock. Each attempt in a task of its own, with a timer task beside it, cost 15% of
     /// a loopback GET (`Benchmarks/README.md`, "Hedging without a task per attempt").
     let delays = DeadlineTimer<HedgeRace> { $0.delayPassed() }
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
-        hedging.maximumHedges > 0 && RetryPolicy.isIdempotent(request.method) && (request.body?.isReplayable ?? true)
+        hedging.maximumHedges > 0 && request.canBeSentAgain
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
@@ -32,7 +34,7 @@ struct HedgingStage: Stage {
             } catch {
                 return try await race.firstFailed(error)
             }
-            return await race.firstAnswered(response, after: .now - started)
+            return try await race.firstAnswered(response, after: .now - started)
         } onCancel: {
             race.cancel()
         }

@@ -60,14 +60,21 @@ final class Pipeline: Sendable {
             acceptedStatuses: configuration.validation.acceptedStatuses
         ))
         let resilience = settings.resilience
-        stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets))
+        // One classifier for every policy without one of its own.
+        let failures = configuration.resilience.failureClassifier
+        stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets, clientFailures: failures))
         if let hedging = resilience.hedging, let latencies = resilience.latencies {
-            stages.append(HedgingStage(hedging: hedging, latencies: latencies, budgets: resilience.budgets))
+            stages.append(HedgingStage(
+                hedging: hedging, latencies: latencies, budgets: resilience.budgets,
+                failures: hedging.failureClassifier ?? failures
+            ))
         }
-        if let circuits = resilience.circuits { stages.append(CircuitBreakerStage(circuits: circuits)) }
-        if let pauses = resilience.pauses { stages.append(SharedBackoffStage(pauses: pauses)) }
+        if let circuits = resilience.circuits { stages.append(CircuitBreakerStage(circuits: circuits, clientFailures: failures)) }
+        if let pauses = resilience.pauses { stages.append(SharedBackoffStage(pauses: pauses, clientFailures: failures)) }
         if let slots = resilience.slots { stages.append(ConcurrencyLimitStage(slots: slots)) }
-        if let budgets = resilience.budgets { stages.append(RetryBudgetStage(budgets: budgets, policy: configuration.retry)) }
+        if let budgets = resilience.budgets {
+            stages.append(RetryBudgetStage(budgets: budgets, policy: configuration.retry, clientFailures: failures))
+        }
         stages.append(TimeLimitStage(timeouts: configuration.timeouts))
         stages.append(RedirectStage(
             policy: configuration.redirects,

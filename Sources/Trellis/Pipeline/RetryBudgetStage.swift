@@ -1,24 +1,35 @@
-/// Counts each attempt sent against its origin's ``RetryBudget``: one that fails the way the
-/// retry policy retries takes a token, any other answer puts a share of one back. The retry
-/// and hedging stages ask the budget before they send another attempt.
+/// Counts each attempt sent against its origin's ``RetryBudget``: one that is a failure takes a
+/// token, any other answer puts a share of one back. The retry and hedging stages ask the
+/// budget before they send another attempt.
 struct RetryBudgetStage: Stage {
     let budgets: OriginStates<RetryTokens>
-    /// The client's retry policy, whose statuses and errors count as failures unless the
-    /// request has its own.
-    let policy: RetryPolicy
+    /// The budget's classifier, else the client's, when either is set: it decides for every
+    /// request.
+    private let failures: FailureClassifier?
+    /// The client's retry policy's rule, for requests without a policy of their own when
+    /// neither classifier is set.
+    private let retryFailures: FailureClassifier
+
+    init(budgets: OriginStates<RetryTokens>, policy: RetryPolicy, clientFailures: FailureClassifier?) {
+        self.budgets = budgets
+        failures = budgets.settings.failureClassifier ?? clientFailures
+        retryFailures = policy.failures(clientWide: nil)
+    }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        let policy = request.retryPolicy ?? self.policy
+        let failures = failures ?? request.retryPolicy?.failures(clientWide: nil) ?? retryFailures
         let budget = budgets.settings
         let origin = request.origin
         let response: Response<ResponseBody>
         do {
             response = try await next(request, call)
         } catch {
-            if policy.isRetryable(error) { budgets.update(origin) { $0.recordFailure() } }
+            if let outcome = AttemptOutcome(failure: error), outcome.wasSent, failures.isFailure(outcome) {
+                budgets.update(origin) { $0.recordFailure() }
+            }
             throw error
         }
-        if policy.retryableStatuses.contains(response.status.code) {
+        if failures.isFailure(.answered(response.head)) {
             budgets.update(origin) { $0.recordFailure() }
         } else {
             budgets.update(origin) { $0.recordAnswer(budget) }

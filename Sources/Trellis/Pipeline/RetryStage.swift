@@ -11,7 +11,19 @@ struct RetryStage: Stage {
     let policy: RetryPolicy
     let logger: Logger
     /// The client's retry budgets (``RetryBudget``), which each retry must be allowed by.
-    var budgets: OriginStates<RetryTokens>? = nil
+    let budgets: OriginStates<RetryTokens>?
+    /// The client's classifier, for a request's own policy that has none.
+    let clientFailures: FailureClassifier?
+    /// What the client's policy retries, worked out once.
+    private let failures: FailureClassifier
+
+    init(policy: RetryPolicy, logger: Logger, budgets: OriginStates<RetryTokens>? = nil, clientFailures: FailureClassifier? = nil) {
+        self.policy = policy
+        self.logger = logger
+        self.budgets = budgets
+        self.clientFailures = clientFailures
+        failures = policy.failures(clientWide: clientFailures)
+    }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let maximumRetries = request.maximumRetries
@@ -21,12 +33,13 @@ struct RetryStage: Stage {
                 maximumRetries: maximumRetries ?? self.policy.maximumRetries,
                 nonIdempotent: self.policy.retriesNonIdempotentMethods
             )
-        if !retries, !Self.mayReplay(request) {
+        if !retries, !request.canBeSentAgain {
             // Nothing to retry and nothing to replay: one attempt, as it comes.
             return try await next(request, call)
         }
         var policy = request.retryPolicy ?? self.policy
         if let maximumRetries { policy.maximumRetries = maximumRetries }
+        let failures = request.retryPolicy?.failures(clientWide: clientFailures) ?? self.failures
         var replayedStaleConnection = false
         var replaysAfterLeftovers = 0
         var retry = 0
@@ -35,7 +48,7 @@ struct RetryStage: Stage {
             let wait: Duration
             do {
                 let response = try await next(request, call)
-                guard retries, policy.retryableStatuses.contains(response.status.code),
+                guard retries, failures.isFailure(.answered(response.head)),
                     let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited),
                     budgetAllows(request, call)
                 else { return response }
@@ -47,20 +60,20 @@ struct RetryStage: Stage {
                 // Only sending throws in here: a connection that may have been stale broke
                 // before any of a response came.
                 if case TrellisError.connectionFailed(let failure) = error, failure.mayBeStaleConnection,
-                    !replayedStaleConnection, Self.mayReplay(request)
+                    !replayedStaleConnection, request.canBeSentAgain
                 {
                     replayedStaleConnection = true
                     logger.debug("\(RequestLog.summary(request)): \(error), sent again on a new connection")
                     continue
                 }
                 if case TrellisError.connectionFailed(let failure) = error, failure.failedOnReusedConnection,
-                    replaysAfterLeftovers < Self.maximumReplaysAfterLeftovers, Self.mayReplay(request)
+                    replaysAfterLeftovers < Self.maximumReplaysAfterLeftovers, request.canBeSentAgain
                 {
                     replaysAfterLeftovers += 1
                     logger.debug("\(RequestLog.summary(request)): \(error), sent again on another connection")
                     continue
                 }
-                guard retries, policy.isRetryable(error),
+                guard retries, let outcome = AttemptOutcome(failure: error), failures.isFailure(outcome),
                     let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited),
                     budgetAllows(request, call)
                 else { throw error }
@@ -92,10 +105,4 @@ struct RetryStage: Stage {
     /// connection is sent again: each such connection is closed as it fails, so a few tries
     /// reach a clean one even from a server that overruns every answer.
     static let maximumReplaysAfterLeftovers = 3
-
-    /// Whether sending `request` a second time cannot do harm: an idempotent method and a body
-    /// that can be sent again.
-    private static func mayReplay(_ request: Request) -> Bool {
-        RetryPolicy.isIdempotent(request.method) && (request.body?.isReplayable ?? true)
-    }
 }

@@ -4,6 +4,13 @@ import Foundation
 /// pause when a response asks for one.
 struct SharedBackoffStage: Stage {
     let pauses: OriginStates<BackoffPause>
+    /// The answers whose pauses are shared.
+    private let failures: FailureClassifier
+
+    init(pauses: OriginStates<BackoffPause>, clientFailures: FailureClassifier?) {
+        self.pauses = pauses
+        failures = pauses.settings.failures(clientWide: clientFailures)
+    }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let backoff = pauses.settings
@@ -23,7 +30,7 @@ struct SharedBackoffStage: Stage {
             try await Task.sleep(until: until, clock: .continuous)
         }
         let response = try await next(request, call)
-        if let pause = backoff.pause(askedBy: response.head) {
+        if let pause = backoff.pause(askedBy: response.head, failures: failures) {
             let until = ContinuousClock.now + pause
             pauses.update(origin) { state in state.until = max(state.until ?? until, until) }
             call.observation?.resilienceEvent(

@@ -6,9 +6,13 @@ import HTTPTypes
 /// down. After the cool-down a few probe calls go through; if they all answer, the circuit
 /// closes, and if one fails, it opens for another cool-down.
 ///
-/// A failure is an attempt that broke (no connection, a connection that broke, a timeout) or
-/// got one of ``failureStatuses``. Every attempt counts, retries included, and a refused
-/// attempt is not retried. Each change of state is a ``ResilienceEvent``.
+/// A failure is what the breaker's ``failureClassifier`` counts, else the client's
+/// (``Client/Configuration-swift.struct/Resilience-swift.struct/failureClassifier``), else
+/// (``FailureClassifier/serverFailures``) an attempt that broke (no connection, a connection
+/// that broke, a timeout, an answer that is not valid HTTP) or got one of ``failureStatuses``.
+/// Any other answer counts as a success. Every attempt counts, retries included; one the
+/// client refused before sending it teaches nothing about the origin and is not counted, and a
+/// refused attempt is not retried. Each change of state is a ``ResilienceEvent``.
 ///
 /// ```swift
 /// let client = Client(baseURL: url) {
@@ -34,8 +38,12 @@ public struct CircuitBreaker: Sendable {
     public var coolDown: Duration
     /// How many probe calls must answer to close the circuit again; as many go at once.
     public var probes: Int
-    /// The statuses that count as failures: 500, 502, 503 and 504 unless you say otherwise.
+    /// The statuses that count as failures when no classifier is set: 500, 502, 503 and 504
+    /// unless you say otherwise.
     public var failureStatuses: Set<Int>
+    /// Which attempts count as failures, in place of the client's classifier and the
+    /// ``failureStatuses``.
+    public var failureClassifier: FailureClassifier?
     /// The current time; a test may give its own clock.
     public var now: @Sendable () -> ContinuousClock.Instant
 
@@ -49,7 +57,8 @@ public struct CircuitBreaker: Sendable {
         coolDown: Duration = .seconds(30),
         probes: Int = 1,
         failureStatuses: Set<Int> = CircuitBreaker.defaultFailureStatuses,
-        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        failureClassifier: FailureClassifier? = nil
     ) {
         switch trip {
         case .consecutiveFailures(let count): self.trip = .consecutiveFailures(max(1, count))
@@ -60,20 +69,12 @@ public struct CircuitBreaker: Sendable {
         self.probes = max(1, probes)
         self.failureStatuses = failureStatuses
         self.now = now
+        self.failureClassifier = failureClassifier
     }
 
-    /// Whether an attempt that got `status` failed.
-    func isFailure(_ status: HTTPResponse.Status) -> Bool { failureStatuses.contains(status.code) }
-
-    /// Whether an attempt that threw `error` failed: the server could not be reached or did
-    /// not answer in time. Cancellation, the client's own refusals and TLS failures (a
-    /// configuration problem that opening the circuit would not help) are not failures.
-    static func isFailure(_ error: any Error) -> Bool {
-        switch error as? TrellisError {
-        // A proxy asking for credentials says nothing of the origin's health.
-        case .connectionFailed: !ProxyErrors.isChallenge(error)
-        case .timedOut: true
-        default: false
-        }
+    /// The attempts this breaker counts as failures: its own classifier, else the client's,
+    /// else broken attempts and the ``failureStatuses``.
+    func failures(clientWide: FailureClassifier?) -> FailureClassifier {
+        failureClassifier ?? clientWide ?? .brokenAttempts(or: failureStatuses)
     }
 }

@@ -11,8 +11,9 @@ import Tracing
 /// and a few locks: hedging that never acts went from 15% of a loopback GET to 2.4% (A/B in
 /// `Benchmarks/README.md`, "Hedging without a task per attempt"). A hedge that answers first calls the first attempt off
 /// (``firstAttempt``), which cancels its exchange; the caller then gets the hedge's answer.
-/// An attempt that fails ends the call only when no other is still out; when every attempt
-/// fails, the call fails as its first attempt did.
+/// An attempt that fails, or answers with what the hedging's classifier counts as a failure,
+/// ends the call only when no other is still out; when every attempt fails, the call ends as
+/// its first attempt did.
 final class HedgeRace: Sendable {
     /// How the first attempt is called off when a hedge answers first.
     let firstAttempt = AttemptCancellation()
@@ -25,8 +26,9 @@ final class HedgeRace: Sendable {
         var isDecided = false
         /// A hedge's answer, until the caller takes it.
         var hedgeAnswer: Response<ResponseBody>?
-        /// What the call fails with if every attempt fails: the first attempt's failure.
-        var failure: (any Error)?
+        /// How the call ends if every attempt fails: the first attempt's failure, or its answer
+        /// that counts as one; taken once it is the call's.
+        var failure: Result<Response<ResponseBody>, any Error>?
         var hedges: [Task<Void, Never>] = []
         /// The caller, once its own attempt has failed, waiting for a hedge to end.
         var waiting: CheckedContinuation<Response<ResponseBody>, any Error>?
@@ -62,7 +64,8 @@ final class HedgeRace: Sendable {
     }
 
     /// The first attempt answered: its answer, or a hedge's that came first.
-    func firstAnswered(_ response: Response<ResponseBody>, after latency: Duration) async -> Response<ResponseBody> {
+    func firstAnswered(_ response: Response<ResponseBody>, after latency: Duration) async throws -> Response<ResponseBody> {
+        if isFailure(response) { return try await firstFailed(.success(response)) }
         let (hedgeAnswer, hedges) = state.withLockedValue { state -> (Response<ResponseBody>?, [Task<Void, Never>]) in
             state.attemptsOut -= 1
             if state.isDecided, let answer = state.hedgeAnswer {
@@ -83,24 +86,37 @@ final class HedgeRace: Sendable {
 
     /// The first attempt failed: a hedge's answer, or the failure once no hedge is out.
     func firstFailed(_ error: any Error) async throws -> Response<ResponseBody> {
-        try await withCheckedThrowingContinuation { continuation in
-            let outcome = state.withLockedValue { state -> Result<Response<ResponseBody>, any Error>? in
+        try await firstFailed(.failure(error))
+    }
+
+    /// The first attempt failed, with an error or an answer that counts as a failure.
+    private func firstFailed(_ outcome: Result<Response<ResponseBody>, any Error>) async throws -> Response<ResponseBody> {
+        let answer = try await withCheckedThrowingContinuation { continuation in
+            let result = state.withLockedValue { state -> Result<Response<ResponseBody>, any Error>? in
                 state.attemptsOut -= 1
                 // The first attempt's failure is the call's, whatever a hedge's was.
-                state.failure = error
+                state.failure = outcome
                 if let answer = state.hedgeAnswer {
                     state.hedgeAnswer = nil
                     return .success(answer)
                 }
                 guard state.attemptsOut > 0 else {
                     decide(&state)
-                    return .failure(error)
+                    state.failure = nil
+                    return outcome
                 }
                 state.waiting = continuation
                 return nil
             }
-            if let outcome { continuation.resume(with: outcome) }
+            if let result { continuation.resume(with: result) }
         }
+        // A hedge's answer won: the first attempt's, if it answered, is not needed.
+        let unused = state.withLockedValue { state in
+            defer { state.failure = nil }
+            return state.failure
+        }
+        if case .success(let losing) = unused { await losing.body.discard() }
+        return answer
     }
 
     /// The caller's task is cancelled: so are the hedges, and none is sent any more.
@@ -157,11 +173,16 @@ final class HedgeRace: Sendable {
             }
             await hedgeAnswered(response, after: .now - started)
         } catch {
-            hedgeFailed(error)
+            hedgeFailed()
         }
     }
 
     private func hedgeAnswered(_ response: Response<ResponseBody>, after latency: Duration) async {
+        if isFailure(response) {
+            await response.body.discard()
+            hedgeFailed()
+            return
+        }
         let won = state.withLockedValue { state -> (waiting: CheckedContinuation<Response<ResponseBody>, any Error>?, hedges: [Task<Void, Never>])? in
             state.attemptsOut -= 1
             guard !state.isDecided else { return nil }
@@ -181,15 +202,23 @@ final class HedgeRace: Sendable {
         won.waiting?.resume(returning: response)
     }
 
-    private func hedgeFailed(_ error: any Error) {
-        let waiting = state.withLockedValue { state -> (CheckedContinuation<Response<ResponseBody>, any Error>, any Error)? in
+    /// A hedge failed: when it was the last attempt out and the caller's own has failed, the
+    /// call ends as that one did.
+    private func hedgeFailed() {
+        let waiting = state.withLockedValue { state -> (CheckedContinuation<Response<ResponseBody>, any Error>, Result<Response<ResponseBody>, any Error>)? in
             state.attemptsOut -= 1
-            guard state.attemptsOut == 0, !state.isDecided, let waiting = state.waiting else { return nil }
+            guard state.attemptsOut == 0, !state.isDecided, let waiting = state.waiting, let failure = state.failure else { return nil }
             decide(&state)
             state.waiting = nil
-            return (waiting, state.failure ?? error)
+            state.failure = nil
+            return (waiting, failure)
         }
-        if let (continuation, failure) = waiting { continuation.resume(throwing: failure) }
+        if let (continuation, failure) = waiting { continuation.resume(with: failure) }
+    }
+
+    /// Whether `response` does not win while another attempt is out.
+    private func isFailure(_ response: Response<ResponseBody>) -> Bool {
+        stage.failures?.isFailure(.answered(response.head)) ?? false
     }
 
     /// Marks the call decided, and stops watching its delay.

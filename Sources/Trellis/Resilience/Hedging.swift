@@ -6,7 +6,10 @@
 /// Only idempotent methods with a body that can be sent again are hedged. Each hedge is
 /// taken from the origin's ``RetryBudget`` when there is one: while the budget refuses
 /// retries, no hedge is sent. An attempt that fails ends the call only when no other is
-/// still out; when all fail, the call fails as its first attempt did. Each hedge sent is a
+/// still out, and so does an answer that the hedging's ``failureClassifier`` or the client's
+/// (``Client/Configuration-swift.struct/Resilience-swift.struct/failureClassifier``) counts as a
+/// failure; with neither, every answer wins. When all fail, the call fails, or returns its
+/// answer, as its first attempt did. Each hedge sent is a
 /// ``ResilienceEvent/hedgeSent(origin:after:)``.
 ///
 /// A hedge runs in a task of its own, which is given the call's trace context; task-local
@@ -32,19 +35,23 @@ public struct Hedging: Sendable {
     public var delay: Delay
     /// How many hedges one call may send, each after the delay from the previous one.
     public var maximumHedges: Int
+    /// The answers that do not win while another attempt is out, in place of the client's
+    /// classifier; with neither, every answer wins.
+    public var failureClassifier: FailureClassifier?
 
     /// How many recent answer times per origin a percentile is taken from.
     public static let sampleCount = 100
 
     /// Hedging after `delay`, with at most `maximumHedges` (one by default) more attempts per
     /// call.
-    public init(after delay: Delay, maximumHedges: Int = 1) {
+    public init(after delay: Delay, maximumHedges: Int = 1, failureClassifier: FailureClassifier? = nil) {
         switch delay {
         case .fixed(let duration): self.delay = .fixed(max(.zero, duration))
         case .percentile(let percentile, let initially):
             self.delay = .percentile(min(1, max(0, percentile)), initially: max(.zero, initially))
         }
         self.maximumHedges = max(0, maximumHedges)
+        self.failureClassifier = failureClassifier
     }
 }
 

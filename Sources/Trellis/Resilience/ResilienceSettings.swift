@@ -32,6 +32,10 @@ extension Client.Configuration {
         public var hedging: Hedging?
         /// Identical buffered `GET`s in flight together share one request and its response.
         public var coalescing: Coalescing?
+        /// Which attempts count as failures for every policy that has no classifier of its own:
+        /// the retry policy, the budget, the breaker, hedging and the shared pause. `nil` keeps
+        /// each policy's built-in rule (``FailureClassifier``).
+        public var failureClassifier: FailureClassifier?
 
         /// Resilience settings; none are on unless given.
         public init(

@@ -2,9 +2,12 @@
 /// calls keep failing, the client stops retrying them, so that retries do not multiply the
 /// load on a server that is already struggling.
 ///
-/// Each origin has a bucket of ``maximumTokens`` tokens, full at first. An attempt that fails
-/// in a way the retry policy retries (a retryable status, a broken connection, a timeout)
-/// takes one token; an attempt that gets any other answer puts back ``tokenRatio`` of one.
+/// Each origin has a bucket of ``maximumTokens`` tokens, full at first. An attempt that is a
+/// failure takes one token; an attempt that gets any other answer puts back ``tokenRatio`` of
+/// one. Failures are what the budget's ``failureClassifier`` counts, else the client's
+/// (``Client/Configuration-swift.struct/Resilience-swift.struct/failureClassifier``), else
+/// what the retry policy retries (a retryable status, a broken connection, a timeout). An
+/// attempt the client refused before sending it counts neither way.
 /// While the bucket holds half its tokens or fewer, failed calls are not retried and calls are
 /// not hedged (``Hedging``); they fail, or return their response, as they are. Each retry the
 /// budget refuses is a ``ResilienceEvent/retryRefusedByBudget(origin:tokens:)``.
@@ -24,11 +27,15 @@ public struct RetryBudget: Sendable {
     public var maximumTokens: Double
     /// What each answered attempt puts back, from 0 to 1.
     public var tokenRatio: Double
+    /// Which attempts take a token, in place of the client's classifier and the retry
+    /// policy's rule.
+    public var failureClassifier: FailureClassifier?
 
     /// A budget; `maximumTokens` is held to 1...1000 and `tokenRatio` to 0...1.
-    public init(maximumTokens: Double = 100, tokenRatio: Double = 0.1) {
+    public init(maximumTokens: Double = 100, tokenRatio: Double = 0.1, failureClassifier: FailureClassifier? = nil) {
         self.maximumTokens = min(1000, max(1, maximumTokens))
         self.tokenRatio = min(1, max(0, tokenRatio))
+        self.failureClassifier = failureClassifier
     }
 }
 

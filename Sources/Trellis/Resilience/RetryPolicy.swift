@@ -3,9 +3,11 @@ public import HTTPTypes
 
 /// When and how a failed request is sent again.
 ///
-/// A request is retried when it failed to connect or broke off, timed out, or got one of
-/// ``retryableStatuses`` (408, 429, 500, 502, 503, 504), but not when the answer was not
-/// valid HTTP, which the same server would give again. It is retried only when sending it
+/// A request is retried when its attempt is a failure: by default
+/// (``FailureClassifier/transientFailures``) when it failed to connect or broke off, timed out,
+/// or got one of ``retryableStatuses`` (408, 429, 500, 502, 503, 504), but not when the answer
+/// was not valid HTTP, which the same server would give again; a ``failureClassifier`` of the
+/// policy's own or the client's decides instead when there is one. It is retried only when sending it
 /// again is safe: its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, QUERY) unless
 /// ``retriesNonIdempotentMethods`` is set, and its body can be sent again (a one-shot stream
 /// cannot). Waits grow exponentially with jitter, each capped by ``maximumDelay`` and all of
@@ -49,6 +51,10 @@ public struct RetryPolicy: Sendable {
     public var now: @Sendable () -> Date
     /// A random number in `0..<1`, for the jitter.
     public var random: @Sendable () -> Double
+    /// Which attempts are retried, in place of the client's
+    /// ``Client/Configuration-swift.struct/Resilience-swift.struct/failureClassifier``; with
+    /// neither, the attempts that broke and the ``retryableStatuses``.
+    public var failureClassifier: FailureClassifier?
 
     /// 408, 429, 500, 502, 503 and 504.
     public static let defaultRetryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
@@ -66,7 +72,8 @@ public struct RetryPolicy: Sendable {
         jitter: Double = 0.5,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         now: @escaping @Sendable () -> Date = { Date() },
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        failureClassifier: FailureClassifier? = nil
     ) {
         self.maximumRetries = max(0, maximumRetries)
         self.retryableStatuses = retryableStatuses
@@ -79,6 +86,7 @@ public struct RetryPolicy: Sendable {
         self.sleep = sleep
         self.now = now
         self.random = random
+        self.failureClassifier = failureClassifier
     }
 
     /// No retries: the default of a ``Client``, as in Alamofire and URLSession. Its waits are
@@ -107,21 +115,13 @@ public struct RetryPolicy: Sendable {
     /// stage keeps apart from the policy so that a call need not copy the policy to ask.
     static func allowsRetrying(_ request: Request, maximumRetries: Int, nonIdempotent: Bool) -> Bool {
         guard maximumRetries > 0 else { return false }
-        guard nonIdempotent || isIdempotent(request.method) else { return false }
-        return request.body?.isReplayable ?? true
+        return nonIdempotent ? request.body?.isReplayable ?? true : request.canBeSentAgain
     }
 
-    /// Whether a thrown error is worth another attempt: the connection failed or the attempt
-    /// timed out. Cancellation, TLS, decoding, an answer that is not valid HTTP, a proxy's
-    /// `407` and the client's own refusals are not.
-    func isRetryable(_ error: any Error) -> Bool {
-        switch error as? TrellisError {
-        // A proxy's 407 is the proxy's answer about credentials, not a failure of the origin:
-        // the transport has asked for credentials once already, and sending again gets the same.
-        case .connectionFailed(let failure): !failure.isProtocolViolation && !ProxyErrors.isChallenge(error)
-        case .timedOut: true
-        default: false
-        }
+    /// The attempts this policy retries: its own classifier, else the client's, else
+    /// broken attempts and the ``retryableStatuses``.
+    func failures(clientWide: FailureClassifier?) -> FailureClassifier {
+        failureClassifier ?? clientWide ?? .brokenAttempts(or: retryableStatuses, countingInvalidAnswers: false)
     }
 
     /// The wait before retry number `retry` (from 0), or `nil` when there should be none:

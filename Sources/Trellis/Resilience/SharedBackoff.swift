@@ -2,8 +2,10 @@ public import Foundation
 public import HTTPTypes
 
 /// Backoff shared by every call to an origin: when the origin answers one call with a
-/// ``statuses`` status (`429 Too Many Requests` or `503 Service Unavailable`) and says how
-/// long to wait (`Retry-After`, or the rate-limit reset field you name), every call to that
+/// ``statuses`` status (`429 Too Many Requests` or `503 Service Unavailable`), or with an
+/// answer the pause's ``failureClassifier`` or the client's
+/// (``Client/Configuration-swift.struct/Resilience-swift.struct/failureClassifier``) counts as a
+/// failure when one is set, and says how long to wait (`Retry-After`, or the rate-limit reset field you name), every call to that
 /// origin waits until then before it is sent, instead of the next hundred calls hitting it
 /// at once. Retries wait too.
 ///
@@ -20,8 +22,12 @@ public import HTTPTypes
 /// }
 /// ```
 public struct SharedBackoff: Sendable {
-    /// The statuses whose pause is shared: 429 and 503 unless you say otherwise.
+    /// The statuses whose pause is shared when no classifier is set: 429 and 503 unless you
+    /// say otherwise.
     public var statuses: Set<Int>
+    /// Which answers' pauses are shared, in place of the client's classifier and the
+    /// ``statuses``.
+    public var failureClassifier: FailureClassifier?
     /// A field that says when a rate limit resets, read when `Retry-After` is absent.
     public var resetField: RateLimitReset?
     /// The longest a call waits for a pause to end; a longer pause refuses calls at once.
@@ -34,17 +40,25 @@ public struct SharedBackoff: Sendable {
         statuses: Set<Int> = [429, 503],
         resetField: RateLimitReset? = nil,
         maximumWait: Duration = .seconds(60),
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        failureClassifier: FailureClassifier? = nil
     ) {
         self.statuses = statuses
         self.resetField = resetField
         self.maximumWait = max(.zero, maximumWait)
         self.now = now
+        self.failureClassifier = failureClassifier
     }
 
-    /// The pause `head` asks for, when its status is one of ``statuses`` and it names one.
-    func pause(askedBy head: HTTPResponse) -> Duration? {
-        guard statuses.contains(head.status.code) else { return nil }
+    /// The answers whose pauses are shared: this pause's classifier, else the client's, else
+    /// the answers with one of the ``statuses``.
+    func failures(clientWide: FailureClassifier?) -> FailureClassifier {
+        failureClassifier ?? clientWide ?? .statuses(statuses)
+    }
+
+    /// The pause `head` asks for, when `failures` counts it as a failure and it names one.
+    func pause(askedBy head: HTTPResponse, failures: FailureClassifier) -> Duration? {
+        guard failures.isFailure(.answered(head)) else { return nil }
         let now = now()
         if let value = head.headerFields[.retryAfter], let delay = RetryAfter.delay(value, now: now) {
             return delay > .zero ? delay : nil

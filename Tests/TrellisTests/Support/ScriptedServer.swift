@@ -82,6 +82,12 @@ final class ScriptedServer: StoppableTestServer {
     /// The most answers held back at one time so far.
     var mostHeldAtOnce: Int { heldAnswers.withLockedValue { $0.mostAtOnce } }
 
+    /// Sends the answer held back longest, if any.
+    func releaseOldestHeld() {
+        let oldest = heldAnswers.withLockedValue { held in held.waiting.isEmpty ? nil : held.waiting.removeFirst() }
+        if let (channel, answer) = oldest { channel.writeAndFlush(ByteBuffer(string: answer), promise: nil) }
+    }
+
     /// Sends every answer held back so far.
     func releaseHeld() {
         let waiting = heldAnswers.withLockedValue { held in
