@@ -147,7 +147,7 @@ struct AuthIntegrationTests {
     /// for each other: a `401` after a refresh is the call's answer, not a failure to retry.
     @Test(arguments: TransportKind.allCases, [0, 3])
     func aReplayedRequestRefusedAgainFailsWithoutLooping(_ kind: TransportKind, retries: Int) async throws {
-        try await withBlog(kind, configure: { $0.retry = RetryPolicy(maximumRetries: retries, sleep: { _ in }) }) { blog, server, _ in
+        try await withBlog(kind, configure: { $0.retryWithoutWaiting(RetryPolicy(maximumRetries: retries)) }) { blog, server, _ in
             _ = try await blog.login(credentials: Credentials(user: "ada", password: "secret"))
             server.state.withLockedValue { $0.rejectEverything = true }
             let error = await #expect(throws: TrellisError.self) { try await blog.me() }

@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 import Trellis
+import TrellisTesting
 
 /// Routes with each caching behaviour, counting what reaches the server.
 private final class CacheRoutes: Sendable {
@@ -67,7 +68,7 @@ struct CacheIntegrationTests {
     func aFreshResponseIsServedWithoutTheNetworkAndNoStoreNeverIs(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.useFrozenCache() }
             #expect(try await text(client, url, "c/fresh") == "fresh 1")
             #expect(try await text(client, url, "c/fresh") == "fresh 1")
             #expect(routes.hits("fresh") == 1)
@@ -87,13 +88,13 @@ struct CacheIntegrationTests {
     /// is fetched again.
     @Test func aStoredResponseGoesStaleWhenItsClockPassesItsLifetime() async throws {
         let routes = CacheRoutes()
-        let clock = FrozenClock()
+        let clock = ManualClock(advancesWhenSleeping: true)
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen(clock: clock) }
+            let client = Client(baseURL: url) { $0.useFrozenCache(clock: clock) }
             let first = try await text(client, url, "c/fresh")
-            clock.advance(by: 30)
+            clock.advance(by: .seconds(30))
             let halfway = try await text(client, url, "c/fresh")
-            clock.advance(by: 31)
+            clock.advance(by: .seconds(31))
             let past = try await text(client, url, "c/fresh")
             #expect([first, halfway, past] == ["fresh 1", "fresh 1", "fresh 2"])
         }
@@ -103,7 +104,7 @@ struct CacheIntegrationTests {
     func staleResponsesAreRevalidatedWithETagAndLastModified(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.useFrozenCache() }
             #expect(try await text(client, url, "c/etag") == "tagged body")
             let revalidated = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "c/etag")))
             // The 304 is served as the stored 200, its body, and the 304's new headers.
@@ -122,7 +123,7 @@ struct CacheIntegrationTests {
     func varyAndCredentialsDecideWhatIsServed(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.useFrozenCache() }
             func speaking(_ language: String) async throws -> String {
                 try await text(client, url, "c/vary") { try $0.setHeader("Accept-Language", language) }
             }
@@ -152,7 +153,7 @@ struct CacheIntegrationTests {
     func eachCachePolicyDoesWhatItSays(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: url, transport: kind.transport) { $0.useFrozenCache() }
             // Only if cached, with nothing stored: a 504 from the cache, and no request.
             let miss = await #expect(throws: TrellisError.self) {
                 try await text(client, url, "c/fresh") { $0.cachePolicy = .onlyIfCached }
@@ -182,13 +183,19 @@ struct CacheIntegrationTests {
     @Test func aDiskCacheServesANewClientAndRefusesATruncatedEntry() async throws {
         let routes = CacheRoutes()
         let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-cache-\(UUID().uuidString)")
-        let clock = FrozenClock()
+        let clock = ManualClock(advancesWhenSleeping: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await TestServer.with(routes.install) { url in
-            let first = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: directory, now: clock.now) }
+            let first = Client(baseURL: url) {
+                $0.cache = try? HTTPCache(directory: directory)
+                $0.clock = clock
+            }
             #expect(try await text(first, url, "c/fresh") == "fresh 1")
 
-            let second = Client(baseURL: url) { $0.cache = try? HTTPCache(directory: directory, now: clock.now) }
+            let second = Client(baseURL: url) {
+                $0.cache = try? HTTPCache(directory: directory)
+                $0.clock = clock
+            }
             #expect(try await text(second, url, "c/fresh") == "fresh 1")
             #expect(routes.hits("fresh") == 1)
 
@@ -208,7 +215,7 @@ struct CacheIntegrationTests {
     @Test func aCachedResponseSetsNoCookieAgain() async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: url) { $0.useFrozenCache() }
             let served1 = try await text(client, url, "c/cookie")
             #expect(served1 == "cookie 1")
             #expect(client.configuration.cookies?.cookies.map(\.name) == ["seen"])
@@ -223,7 +230,7 @@ struct CacheIntegrationTests {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
             // "fresh 1" is 7 bytes: over an entry size of 6, every call goes to the server.
-            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen(maximumEntrySize: 6) }
+            let client = Client(baseURL: url) { $0.useFrozenCache(maximumEntrySize: 6) }
             let served3 = try await text(client, url, "c/fresh")
             #expect(served3 == "fresh 1")
             let served4 = try await text(client, url, "c/fresh")
@@ -236,7 +243,7 @@ struct CacheIntegrationTests {
         try await TestServer.with(routes.install) { url in
             // Room for two entries, not three: each counts its key, URL, fields and body, about
             // 140 bytes for "fresh", 150 for "public" and 170 for "vary".
-            let client = Client(baseURL: url) { $0.cache = HTTPCache.frozen(memoryCapacity: 360) }
+            let client = Client(baseURL: url) { $0.useFrozenCache(memoryCapacity: 360) }
             _ = try await text(client, url, "c/fresh")
             _ = try await text(client, url, "c/public")
             _ = try await text(client, url, "c/fresh")   // used again: the public one is older
@@ -264,7 +271,7 @@ extension CacheIntegrationTests {
     func anEndpointsCachePolicyIsItsOwn(_ kind: TransportKind) async throws {
         let routes = CacheRoutes()
         try await TestServer.with(routes.install) { url in
-            let articles = CachedArticlesService(client: Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache.frozen() })
+            let articles = CachedArticlesService(client: Client(baseURL: url, transport: kind.transport) { $0.useFrozenCache() })
             let first = try await articles.fresh()
             let second = try await articles.fresh()
             let reloaded = try await articles.freshFromTheServer()

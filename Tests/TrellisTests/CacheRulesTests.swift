@@ -17,7 +17,7 @@ struct CacheRulesTests {
     ) async throws -> (reachedServer: Int, last: Response<Data>) {
         try await ScriptedServer.with { _ in ScriptedServer.response(status, fields, body: "body") } _: { server in
             let client = Client(baseURL: server.url) {
-                $0.cache = HTTPCache.frozen()
+                $0.useFrozenCache()
                 $0.validation.acceptedStatuses = Set(200...599)
             }
             var last: Response<Data>?

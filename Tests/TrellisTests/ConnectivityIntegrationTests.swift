@@ -134,7 +134,7 @@ struct ConnectivityIntegrationTests {
             }
             let client = Client(baseURL: URL(string: "http://origin.trellis.test")!) {
                 $0.connectivity.proxy = settings
-                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 3))
                 $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(2))
             }
             for _ in 0..<3 {

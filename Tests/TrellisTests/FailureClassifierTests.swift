@@ -26,13 +26,13 @@ struct FailureClassifierTests {
         }) { server in
             func sent(to path: String, retry: RetryPolicy, classifier: FailureClassifier?) async -> Int {
                 let client = Client(baseURL: server.url) {
-                    $0.retry = retry
+                    $0.retryWithoutWaiting(retry)
                     $0.resilience.failureClassifier = classifier
                 }
                 _ = try? await client.data(for: Request(method: .get, url: server.url.appending(path: path)))
                 return server.requests.filter { $0.target == "/\(path)" }.count
             }
-            let retry = RetryPolicy(maximumRetries: 2, sleep: { _ in })
+            let retry = RetryPolicy(maximumRetries: 2)
             #expect(await sent(to: "classified", retry: retry, classifier: Self.conflicts) == 2)
             #expect(await sent(to: "default", retry: retry, classifier: nil) == 1)
             var own = retry
@@ -50,7 +50,7 @@ struct FailureClassifierTests {
             func sentForAFailingCall(classifier: FailureClassifier?) async throws -> (sent: Int, events: [String]) {
                 let events = RecordedResilienceEvents()
                 let client = Client(baseURL: server.url) {
-                    $0.retry = RetryPolicy(maximumRetries: 1, sleep: { _ in }, failureClassifier: .transientFailures)
+                    $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 1, failureClassifier: .transientFailures))
                     $0.resilience.retryBudget = RetryBudget(maximumTokens: 4)
                     $0.resilience.failureClassifier = classifier
                     $0.observability.eventMonitors = [events]

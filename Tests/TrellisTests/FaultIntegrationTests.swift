@@ -3,21 +3,28 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 import Testing
 import Trellis
+import TrellisTesting
 
-/// Records the waits a retry policy asks for and returns at once: retries are tested without
-/// sleeping in real time.
+/// Records the waits a retry policy asks for and returns at once, on a clock that moves
+/// itself by each: retries are tested without sleeping in real time.
 final class RecordingSleeper: Sendable {
-    private let waits = NIOLockedValueBox<[Duration]>([])
+    let clock: ManualClock
 
-    var recorded: [Duration] { waits.withLockedValue { $0 } }
-
-    func sleep(_ duration: Duration) async throws {
-        try Task.checkCancellation()
-        waits.withLockedValue { $0.append(duration) }
+    init(startingAt date: Date = Date()) {
+        clock = ManualClock(startingAt: date, advancesWhenSleeping: true)
     }
 
+    var recorded: [Duration] { clock.sleeps }
+
+    /// Sets a client's retries to `policy(maximumRetries:)`, on this clock.
+    func retry(_ configuration: inout Client.Configuration, maximumRetries: Int = 2, _ configure: (inout RetryPolicy) -> Void = { _ in }) {
+        configuration.retry = policy(maximumRetries: maximumRetries, configure)
+        configuration.clock = clock
+    }
+
+    /// A policy with half of each jitter's range, so that waits are known.
     func policy(maximumRetries: Int = 2, _ configure: (inout RetryPolicy) -> Void = { _ in }) -> RetryPolicy {
-        var policy = RetryPolicy(maximumRetries: maximumRetries, sleep: { try await self.sleep($0) }, random: { 0.5 })
+        var policy = RetryPolicy(maximumRetries: maximumRetries, random: { 0.5 })
         configure(&policy)
         return policy
     }
@@ -93,7 +100,7 @@ struct FaultIntegrationTests {
             let isTimeout = fault == .headersNeverArrive || fault == .bodyTricklesForever
             let client = Client(baseURL: url, transport: kind.transport) {
                 $0.timeouts.request = isTimeout ? .seconds(2) : .seconds(600)
-                $0.retry = sleeper.policy()
+                sleeper.retry(&$0)
                 $0.observability.eventMonitors = [events]
             }
             let target: URL

@@ -95,7 +95,7 @@ struct FeaturePairTests {
             let who = received.field("Authorization") ?? received.field("X-Key") ?? received.field("X-Tenant") ?? received.target
             return ScriptedServer.response("200 OK", ["Cache-Control: max-age=600", "Vary: X-Tenant"], body: who)
         }) { server in
-            let base = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let base = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache() }
             let alice = try difference.client(for: "alice", from: base)
             let bob = try difference.client(for: "bob", from: base)
             let request = try Request(method: .get, url: server.url.appending(path: "me"))
@@ -120,7 +120,7 @@ struct FeaturePairTests {
             ])
             let client = Client(baseURL: server.url) {
                 $0.accessTokens = AccessTokenSettings(storage: storage)
-                $0.cache = HTTPCache.frozen()
+                $0.useFrozenCache()
                 $0.resilience.coalescing = Coalescing()
                 $0.observability.eventMonitors = [events]
             }
@@ -228,7 +228,7 @@ struct FeaturePairTests {
             received.target == "/start" ? ScriptedServer.response("302 Found", ["Location: /end"]) : ScriptedServer.response("503 Service Unavailable")
         }) { server in
             let client = Client(baseURL: server.url, transport: kind.transport) {
-                $0.retry = RetryPolicy(maximumRetries: 2, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 2))
             }
             let error = await #expect(throws: TrellisError.self) { try await client.data(for: Request(method: .get, url: server.url.appending(path: "start"))) }
             guard case .unacceptableStatus(let failure) = error else { Issue.record("\(String(describing: error))"); return }
@@ -245,7 +245,7 @@ struct FeaturePairTests {
             received.target == "/start" ? ScriptedServer.response("302 Found", ["Location: /end"]) : ScriptedServer.response("503 Service Unavailable")
         }) { server in
             let client = Client(baseURL: server.url) {
-                $0.retry = RetryPolicy(maximumRetries: 2, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 2))
                 $0.resilience.hedging = Hedging(after: .fixed(.zero), maximumHedges: 1)
                 $0.resilience.coalescing = Coalescing()
                 $0.redirects = RedirectPolicy(maximum: 5)

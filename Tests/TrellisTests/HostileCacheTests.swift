@@ -26,7 +26,7 @@ struct HostileCacheTests {
     @Test(arguments: TransportKind.allCases, ["100000000000000000000", "1e400", "inf", "nan", "7200.0", "-5"])
     func anAgeNoIntegerHoldsIsSaturatedOrIgnoredNeverATrap(_ kind: TransportKind, _ age: String) async throws {
         try await ScriptedServer.with(Self.revalidatedWithAge(age)) { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache() }
             _ = try await client.data(for: get(server, "/r"))
             let revalidated = try await client.data(for: get(server, "/r"))
             #expect(String(decoding: revalidated.body, as: UTF8.self) == "stored")
@@ -47,7 +47,7 @@ struct HostileCacheTests {
         try await ScriptedServer.with { _ in
             ScriptedServer.response("200 OK", ["Cache-Control: max-age=3600", "Age: 7200, 0"], body: "old")
         } _: { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache() }
             _ = try await client.data(for: get(server, "/r"))
             _ = try await client.data(for: get(server, "/r"))
             // Two hours old against an hour of freshness: stale, so both went to the server.
@@ -78,7 +78,7 @@ struct HostileCacheTests {
     @Test(arguments: TransportKind.allCases, ["POST", "PUT", "DELETE", "PATCH", "PURGE"])
     func anUnsafeMethodInvalidatesItsTarget(_ kind: TransportKind, _ method: String) async throws {
         try await ScriptedServer.with(Self.numberedGets()) { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache() }
             #expect(try await text(client, server, "/r") == "/r 1")
             #expect(try await text(client, server, "/r") == "/r 1")
             _ = try await text(client, server, "/r", method: HTTPRequest.Method(method)!)
@@ -90,7 +90,7 @@ struct HostileCacheTests {
     func anUnsafeMethodInvalidatesTheLocationsItNamesOnItsOrigin(_ kind: TransportKind) async throws {
         let fields = ["Location: /created", "Content-Location: http://127.0.0.1:1/elsewhere"]
         try await ScriptedServer.with(Self.numberedGets(otherwise: "201 Created", fields)) { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache() }
             _ = try await text(client, server, "/created")
             _ = try await text(client, server, "/r", method: .post)
             #expect(try await text(client, server, "/created") == "/created 2")
@@ -100,7 +100,7 @@ struct HostileCacheTests {
     @Test(arguments: TransportKind.allCases)
     func anErrorAnswerToAnUnsafeMethodLeavesTheCacheAlone(_ kind: TransportKind) async throws {
         try await ScriptedServer.with(Self.numberedGets(otherwise: "500 Internal Server Error")) { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen() }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache() }
             _ = try await text(client, server, "/r")
             await #expect(throws: TrellisError.self) { try await text(client, server, "/r", method: .post) }
             #expect(try await text(client, server, "/r") == "/r 1")
@@ -115,7 +115,7 @@ struct HostileCacheTests {
         try await ScriptedServer.with { request in
             ScriptedServer.response("200 OK", ["Cache-Control: max-age=600", "X-Padding: \(padding)"], body: "ok")
         } _: { server in
-            let client = Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache.frozen(memoryCapacity: 1 << 20) }
+            let client = Client(baseURL: server.url, transport: kind.transport) { $0.useFrozenCache(memoryCapacity: 1 << 20) }
             for number in 0..<40 { _ = try await text(client, server, "/r/\(number)") }
             #expect(server.requests.count == 40)
             _ = try await text(client, server, "/r/39")

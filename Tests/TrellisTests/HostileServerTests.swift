@@ -166,7 +166,7 @@ struct HostileServerTests {
             let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.timeouts.request = .seconds(Int64.max)
                 $0.timeouts.idle = .seconds(Int64.max)
-                $0.retry = sleeper.policy(maximumRetries: 100) { $0.maximumTotalDelay = .seconds(10_000_000) }
+                sleeper.retry(&$0, maximumRetries: 100) { $0.maximumTotalDelay = .seconds(10_000_000) }
             }
             let record = try await client.value(for: get(server.url, "/record"), as: String.self)
             #expect(record == "ok")
@@ -222,16 +222,14 @@ struct HostileServerTests {
     @Test(arguments: TransportKind.allCases)
     func reconnectionWaitsHaveAFloorAndBackOff(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
-            let waits = NIOLockedValueBox<[Duration]>([])
+            let clock = StoppingClock(stopsAt: 5)
             let client = Client(baseURL: server.url, transport: kind.transport) {
-                $0.retry = RetryPolicy(sleep: { wait in
-                    let count = waits.withLockedValue { $0.append(wait); return $0.count }
-                    if count == 5 { throw CancellationError() }
-                })
+                $0.retry = RetryPolicy()
+                $0.clock = clock
             }
             var events = client.events(for: try get(server.url, "/retry-zero")).makeAsyncIterator()
             await #expect(throws: CancellationError.self) { _ = try await events.next() }
-            #expect(waits.withLockedValue { $0 } == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4)])
+            #expect(clock.waits == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4)])
             #expect(server.connectionsOpened == 5)
         }
     }
@@ -243,10 +241,8 @@ struct HostileServerTests {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport) {
                 // A reconnection is not waited for, and the third ends the stream.
-                let waits = NIOLockedValueBox(0)
-                $0.retry = RetryPolicy(sleep: { _ in
-                    if waits.withLockedValue({ $0 += 1; return $0 }) == 3 { throw CancellationError() }
-                })
+                $0.retry = RetryPolicy()
+                $0.clock = StoppingClock(stopsAt: 3)
             }
             var events = client.events(for: try get(server.url, "/broken-events")).makeAsyncIterator()
             // The event before the break may be lost with it (AsyncHTTPClient fails the body
@@ -453,7 +449,7 @@ struct HostileServerTests {
     func anAnswerThatIsNotHTTPIsNotRetried(_ kind: TransportKind) async throws {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport) {
-                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 3))
             }
             // A status under 100 (`/status-000`) would trap the process inside AsyncHTTPClient
             // 1.37 if it got there (see `ResponseStatusGuard`).
@@ -521,7 +517,7 @@ struct HostileServerTests {
             let transport = http2Transport(trusting: server)
             let client = Client(baseURL: server.url, transport: transport) {
                 $0.timeouts.request = .seconds(600)
-                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 3))
             }
             let paths = ["/no-status", "/longer-than-announced", "/shorter-than-announced"]
             try await expectRefusedOnceOverHTTP2(paths, by: client, from: server) { reason in
@@ -728,5 +724,23 @@ struct HostileServerTests {
             #expect(pinning.pins(for: host) != nil, "\(host) escaped its pins")
         }
         #expect(pinning.pins(for: "example.com") == nil)
+    }
+}
+
+/// A clock whose waits return at once, recorded, until the one numbered `stopsAt`, which
+/// throws `CancellationError` as a cancelled caller's would: the end of an endless reconnection.
+private final class StoppingClock: ClientClock {
+    private let recorded = NIOLockedValueBox<[Duration]>([])
+    private let stopsAt: Int
+
+    init(stopsAt: Int) { self.stopsAt = stopsAt }
+
+    var waits: [Duration] { recorded.withLockedValue { $0 } }
+    var now: Date { Date() }
+    var instant: ContinuousClock.Instant { .now }
+
+    func sleep(for duration: Duration) async throws {
+        let count = recorded.withLockedValue { $0.append(duration); return $0.count }
+        if count == stopsAt { throw CancellationError() }
     }
 }

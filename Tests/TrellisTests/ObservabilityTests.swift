@@ -121,7 +121,7 @@ struct ObservabilityTests {
         func client(_ url: URL, _ kind: TransportKind, configure: (inout Client.Configuration) -> Void = { _ in }) -> Client {
             Client(baseURL: url, transport: kind.transport) {
                 $0.observability = .init(tracer: tracer, metricsFactory: metrics, eventMonitors: [events])
-                $0.retry = RetryPolicy(maximumRetries: 2, sleep: { _ in }, random: { 0.5 })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 2, random: { 0.5 }))
                 configure(&$0)
             }
         }

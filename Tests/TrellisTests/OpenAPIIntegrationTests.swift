@@ -133,7 +133,7 @@ struct OpenAPIIntegrationTests {
 
     @Test(arguments: TransportKind.allCases)
     func aRetryableOperationIsRetriedAfter503AndOthersAreNot(_ kind: TransportKind) async throws {
-        let quickRetries = RetryPolicy(maximumRetries: 3, initialDelay: .milliseconds(1), sleep: { _ in })
+        let quickRetries = RetryPolicy(maximumRetries: 3, initialDelay: .milliseconds(1))
         var operations = Self.operations
         operations["getInventory"] = OperationSettings(retryPolicy: quickRetries)
         try await withPetStore(kind, operations: operations) { api, server, _ in

@@ -22,7 +22,7 @@ struct ResilienceTests {
         }) { server in
             let events = RecordedResilienceEvents()
             let client = Client(baseURL: server.url, transport: kind.transport) {
-                $0.retry = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 3))
                 $0.resilience.retryBudget = RetryBudget(maximumTokens: 10, tokenRatio: 0.1)
                 $0.observability.eventMonitors = [events]
             }
@@ -55,7 +55,7 @@ struct ResilienceTests {
         try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable") }) { failing in
             try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable") }) { other in
                 let client = Client(baseURL: failing.url) {
-                    $0.retry = RetryPolicy(maximumRetries: 1, sleep: { _ in })
+                    $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 1))
                     $0.resilience.retryBudget = RetryBudget(maximumTokens: 2, tokenRatio: 0.1)
                 }
                 // 2 -> 1: at half, no retry.
@@ -87,12 +87,11 @@ struct ResilienceTests {
         try await ScriptedServer.with({ _ in
             failing.withLockedValue { $0 } ? ScriptedServer.response("500 Internal Server Error") : ScriptedServer.response("200 OK", body: "ok")
         }) { server in
-            let clock = ManualInstantClock()
+            let clock = ManualClock()
             let events = RecordedResilienceEvents()
             let client = Client(baseURL: server.url, transport: kind.transport) {
-                $0.resilience.circuitBreaker = CircuitBreaker(
-                    opensAfter: .consecutiveFailures(3), coolDown: .seconds(30), probes: 2, now: clock.now
-                )
+                $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(3), coolDown: .seconds(30), probes: 2)
+                $0.clock = clock
                 $0.observability.eventMonitors = [events]
             }
             let request = try Request(method: .get, url: server.url.appending(path: "report"))
@@ -106,7 +105,7 @@ struct ResilienceTests {
             #expect(refusal.origin == "http://127.0.0.1:\(server.url.port!)")
             #expect(refusal.description.contains("3 failures in a row"))
             let retryAt = try #require(refusal.retryAt)
-            #expect(retryAt.timeIntervalSinceNow > 25 && retryAt.timeIntervalSinceNow <= 30)
+            #expect(retryAt == clock.now.addingTimeInterval(30))
             #expect(server.requests.count == 3)
 
             // After the cool-down, two probes must answer before it closes.
@@ -132,7 +131,7 @@ struct ResilienceTests {
     @Test func anOpenCircuitIsNotRetried() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("503 Service Unavailable") }) { server in
             let client = Client(baseURL: server.url) {
-                $0.retry = RetryPolicy(maximumRetries: 5, sleep: { _ in })
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 5))
                 $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(2))
             }
             let request = try Request(method: .get, url: server.url)
@@ -171,13 +170,14 @@ struct ResilienceTests {
     @Test func aFailureRateOverTheWindowOpensTheCircuit() {
         let breaker = CircuitBreaker(opensAfter: .failureRate(0.5, minimumCalls: 10, window: .seconds(10)))
         var state = CircuitState(breaker)
-        let start = ContinuousClock.now
+        let clock = ManualClock()
         // Four answers and five failures: nine attempts, under the minimum.
         for index in 0..<9 {
-            #expect(state.record(failed: index % 2 == 1 || index == 8, probe: false, at: start, breaker) == nil)
+            #expect(state.record(failed: index % 2 == 1 || index == 8, probe: false, clock: clock, breaker) == nil)
         }
         // The tenth, a failure: 6 of 10.
-        let change = state.record(failed: true, probe: false, at: start + .seconds(1), breaker)
+        clock.advance(by: .seconds(1))
+        let change = state.record(failed: true, probe: false, clock: clock, breaker)
         guard case .opened(_, let detail) = change else {
             Issue.record("the circuit did not open: \(String(describing: change))")
             return
@@ -185,8 +185,10 @@ struct ResilienceTests {
         #expect(detail.contains("6 of the last 10"))
         // Outcomes that fell out of the window count no more.
         var later = CircuitState(breaker)
-        for _ in 0..<9 { _ = later.record(failed: true, probe: false, at: start, breaker) }
-        #expect(later.record(failed: true, probe: false, at: start + .seconds(11), breaker) == nil)
+        let laterClock = ManualClock()
+        for _ in 0..<9 { _ = later.record(failed: true, probe: false, clock: laterClock, breaker) }
+        laterClock.advance(by: .seconds(11))
+        #expect(later.record(failed: true, probe: false, clock: laterClock, breaker) == nil)
     }
 
     // MARK: Concurrency limit
@@ -238,7 +240,7 @@ struct ResilienceTests {
     @Test func theConcurrencyLimitLosesNoWakeUpWhilePlacesAreFreedAndWaitersGiveUp() async throws {
         let limit = ConcurrencyLimit(maximumInFlight: 3, maximumWait: .seconds(3600))
         let slots = OriginStates<ConcurrencySlots>(limit)
-        let stage = ConcurrencyLimitStage(slots: slots)
+        let stage = ConcurrencyLimitStage(slots: slots, clock: SystemClock())
         let inFlight = NIOLockedValueBox((now: 0, most: 0))
         let next = Pipeline.Next(pipeline: Pipeline(stages: [], transport: MockTransport()), from: 0) { _, _ in
             inFlight.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
@@ -342,13 +344,12 @@ struct ResilienceTests {
     }
 
     @Test func aRateLimitResetFieldIsReadWhenRetryAfterIsAbsent() throws {
-        let now = Date(timeIntervalSince1970: 1_800_000_000)
         let field = try #require(HTTPField.Name("X-RateLimit-Reset"))
-        let unix = SharedBackoff(resetField: RateLimitReset(field, meaning: .unixTime), now: { now })
+        let unix = SharedBackoff(resetField: RateLimitReset(field, meaning: .unixTime))
         var head = HTTPResponse(status: .tooManyRequests)
         head.headerFields[field] = "1800000042"
         #expect(unix.pause(askedBy: head) == .seconds(42))
-        let relative = SharedBackoff(resetField: RateLimitReset(field, meaning: .secondsFromNow), now: { now })
+        let relative = SharedBackoff(resetField: RateLimitReset(field, meaning: .secondsFromNow))
         #expect(relative.pause(askedBy: head) == .seconds(1_800_000_042))
         head.headerFields[.retryAfter] = "7"
         #expect(unix.pause(askedBy: head) == .seconds(7))
@@ -592,7 +593,7 @@ struct ResilienceTests {
         }) { server in
             let events = RecordedResilienceEvents()
             let client = Client(baseURL: server.url) {
-                $0.cache = HTTPCache.frozen()
+                $0.useFrozenCache()
                 $0.resilience.coalescing = Coalescing()
                 $0.observability.eventMonitors = [events]
             }
@@ -647,9 +648,9 @@ struct ResilienceTests {
 }
 
 extension SharedBackoff {
-    /// The pause `head` asks for, by the pause's own rule.
+    /// The pause `head` asks for at 2027-01-15 08:00 UTC, by the pause's own rule.
     fileprivate func pause(askedBy head: HTTPResponse) -> Duration? {
-        pause(askedBy: head, failures: failures(clientWide: nil))
+        pause(askedBy: head, failures: failures(clientWide: nil), now: Date(timeIntervalSince1970: 1_800_000_000))
     }
 }
 
@@ -710,7 +711,7 @@ final class GatedTransport: Transport {
 }
 
 /// Marks every attempt after the first, so the server can tell the hedge from the original.
-private struct MarkLaterAttempts: Middleware {
+struct MarkLaterAttempts: Middleware {
     let first: NIOLockedValueBox<Bool>
     var scope: MiddlewareScope { .hop }
 
@@ -722,20 +723,6 @@ private struct MarkLaterAttempts: Middleware {
         var request = request
         request.headerFields[HTTPField.Name("X-Attempt")!] = "later"
         return try await next(request)
-    }
-}
-
-/// A continuous-clock instant that moves only when the test moves it.
-final class ManualInstantClock: Sendable {
-    private let offset = NIOLockedValueBox(Duration.zero)
-    private let start = ContinuousClock.now
-
-    var now: @Sendable () -> ContinuousClock.Instant {
-        { [offset, start] in start + offset.withLockedValue { $0 } }
-    }
-
-    func advance(by duration: Duration) {
-        offset.withLockedValue { $0 += duration }
     }
 }
 

@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOCore
 import Testing
 import Trellis
+import TrellisTesting
 
 @Service
 protocol Flaky {
@@ -39,7 +40,7 @@ struct RetryIntegrationTests {
     func retryAfterInSecondsIsWaitedAndTheThirdAttemptSucceeds(_ kind: TransportKind) async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy() }
+            let client = Client(baseURL: url, transport: kind.transport) { sleeper.retry(&$0) }
             let attempt = try await client.value(for: Request(method: .get, url: flaky(url, "a", failures: 2, retryAfter: "3")), as: Attempt.self)
             #expect(attempt.attempt == 3)
             #expect(server.attempts(for: "a") == 3)
@@ -49,10 +50,10 @@ struct RetryIntegrationTests {
 
     @Test func retryAfterAsAnHTTPDateIsWaitedUntilThatDate() async throws {
         try await withFlaky { url, server in
-            let sleeper = RecordingSleeper()
             // The server's date is 08:49:37; the client's clock says 08:49:30.
             let now = try #require(ISO8601DateFormatter().date(from: "1994-11-06T08:49:30Z"))
-            let client = Client(baseURL: url) { $0.retry = sleeper.policy { $0.now = { now } } }
+            let sleeper = RecordingSleeper(startingAt: now)
+            let client = Client(baseURL: url) { sleeper.retry(&$0) }
             let request = try Request(method: .get, url: flaky(url, "date", status: 429, failures: 1, retryAfter: "Sun, 06 Nov 1994 08:49:37 GMT"))
             let attempt = try await client.value(for: request, as: Attempt.self)
             #expect(attempt.attempt == 2)
@@ -67,7 +68,10 @@ struct RetryIntegrationTests {
                 policy.initialDelay = .milliseconds(100)
                 policy.maximumDelay = .milliseconds(500)
             }
-            let client = Client(baseURL: url) { $0.retry = policy }
+            let client = Client(baseURL: url) {
+                $0.retry = policy
+                $0.clock = sleeper.clock
+            }
             _ = try await client.value(for: Request(method: .get, url: flaky(url, "b", status: 500, failures: 4)), as: Attempt.self)
             // 100, 200, 400, then 800 capped at 500 ms; the injected random number halves the
             // jitter share (0.5) of each.
@@ -78,7 +82,7 @@ struct RetryIntegrationTests {
     @Test func aRetryAfterBeyondTheCapEndsTheRetriesAndReturnsTheStatus() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url) { $0.retry = sleeper.policy { $0.maximumDelay = .seconds(10) } }
+            let client = Client(baseURL: url) { sleeper.retry(&$0) { $0.maximumDelay = .seconds(10) } }
             let error = await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: flaky(url, "c", failures: 1, retryAfter: "3600")))
             }
@@ -96,7 +100,7 @@ struct RetryIntegrationTests {
     @Test func theTotalCapStopsRetryingBeforeItIsExceeded() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url) { $0.retry = sleeper.policy(maximumRetries: 5) { $0.maximumTotalDelay = .seconds(5) } }
+            let client = Client(baseURL: url) { sleeper.retry(&$0, maximumRetries: 5) { $0.maximumTotalDelay = .seconds(5) } }
             await #expect(throws: TrellisError.self) {
                 try await client.perform(Request(method: .get, url: flaky(url, "d", failures: 10, retryAfter: "2")))
             }
@@ -109,7 +113,7 @@ struct RetryIntegrationTests {
     func postIsNotRetriedUnlessTheEndpointOptsIn(_ kind: TransportKind) async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let service = FlakyService(client: Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy() })
+            let service = FlakyService(client: Client(baseURL: url, transport: kind.transport) { sleeper.retry(&$0) })
             await #expect(throws: TrellisError.self) { try await service.submit(key: "post", status: 503, failures: 1) }
             #expect(server.attempts(for: "post") == 1)
             let attempt = try await service.submitSafely(key: "safe", status: 503, failures: 2)
@@ -122,7 +126,7 @@ struct RetryIntegrationTests {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
             // The client retries nothing; the endpoint's @Retry(maximumRetries: 3) does, with the client's clock.
-            let service = FlakyService(client: Client(baseURL: url) { $0.retry = sleeper.policy(maximumRetries: 0) })
+            let service = FlakyService(client: Client(baseURL: url) { sleeper.retry(&$0, maximumRetries: 0) })
             let attempt = try await service.fetch(key: "e", status: 502, failures: 3)
             #expect(attempt.attempt == 4)
             #expect(server.attempts(for: "e") == 4)
@@ -133,7 +137,7 @@ struct RetryIntegrationTests {
     @Test func aOneShotStreamBodyIsNeverReplayed() async throws {
         try await withFlaky { url, server in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url) { $0.retry = sleeper.policy() }
+            let client = Client(baseURL: url) { sleeper.retry(&$0) }
             let chunks = AsyncStream<ByteBuffer> { continuation in
                 continuation.yield(ByteBuffer(string: "once"))
                 continuation.finish()
@@ -151,15 +155,14 @@ struct RetryIntegrationTests {
     @Test(.hangGuard)
     func cancellingTheCallEndsTheWaitAtOnce() async throws {
         try await withFlaky { url, server in
-            let (waiting, waitingSink) = AsyncStream.makeStream(of: Void.self)
-            let policy = RetryPolicy(maximumRetries: 2, sleep: { duration in
-                waitingSink.yield()
-                try await Task.sleep(for: duration)
-            })
-            let client = Client(baseURL: url) { $0.retry = policy }
+            let clock = ManualClock()
+            let client = Client(baseURL: url) {
+                $0.retry = RetryPolicy(maximumRetries: 2)
+                $0.clock = clock
+            }
             let request = try Request(method: .get, url: flaky(url, "f", failures: 5, retryAfter: "30"))
             let call = Task { try await client.perform(request) }
-            for await _ in waiting { break }
+            await clock.sleepers(reaching: 1)
             call.cancel()
             let outcome = await call.result
             guard case .failure(let error) = outcome, error is CancellationError else {

@@ -103,7 +103,7 @@ struct ServerSentEventIntegrationTests {
         let ticker = TickerRoutes()
         try await TestServer.with(ticker.install) { url in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy(maximumRetries: 0) }
+            let client = Client(baseURL: url, transport: kind.transport) { sleeper.retry(&$0, maximumRetries: 0) }
             var events: [ServerSentEvent] = []
             for try await event in client.events(for: try Trellis.Request(method: .get, url: url.appending(path: "ticker"))) {
                 events.append(event)

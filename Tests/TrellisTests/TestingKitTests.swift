@@ -79,6 +79,34 @@ private func temporaryFile(_ name: String) -> URL {
 
 @Suite("Testing kit: HAR recording and replay, fault injection", .hangGuard)
 struct TestingKitTests {
+    /// The example of "Testing your code", "Move time by hand": a breaker driven through its
+    /// cool-down by a `ManualClock`, over a `MockTransport`.
+    @Test("A manual clock drives a breaker through its cool-down, as the guide shows")
+    func aManualClockDrivesABreakerThroughItsCoolDown() async throws {
+        let mock = MockTransport()
+        let healthy = NIOLockedValueBox(false)
+        mock.register(.get, "/report") { _ in
+            Trellis.Response(head: HTTPResponse(status: healthy.withLockedValue { $0 } ? .ok : .internalServerError), body: Data())
+        }
+        let clock = ManualClock()
+        let client = Client(baseURL: URL(string: "https://api.test")!, transport: mock) {
+            $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(3), coolDown: .seconds(30))
+            $0.clock = clock
+        }
+        let report = try Trellis.Request(method: .get, url: URL(string: "https://api.test/report")!)
+        for _ in 0..<3 { _ = try? await client.data(for: report) }
+        await #expect(throws: TrellisError.self) { try await client.data(for: report) }
+        #expect(mock.requests.count == 3)
+        clock.advance(by: .seconds(29))
+        await #expect(throws: TrellisError.self) { try await client.data(for: report) }
+        #expect(mock.requests.count == 3)
+        clock.advance(by: .seconds(1))
+        healthy.withLockedValue { $0 = true }
+        _ = try await client.data(for: report)
+        _ = try await client.data(for: report)
+        #expect(mock.requests.count == 5)
+    }
+
     @Test("Record service calls over a real server, replay them with no server", arguments: TransportKind.allCases)
     func recordThenReplayOffline(kind: TransportKind) async throws {
         let file = temporaryFile("service")
@@ -493,11 +521,11 @@ struct TestingKitTests {
     func scriptedFaults(kind: TransportKind) async throws {
         let counter = RequestCounter()
         try await TestServer.with({ counter.install($0) }) { url in
-            let noWait = RetryPolicy(maximumRetries: 3, sleep: { _ in })
+            let noWait = RetryPolicy(maximumRetries: 3)
             func client(_ plan: FaultInjectingTransport.Plan, timeouts: Client.Configuration.Timeouts? = nil, retry: RetryPolicy? = nil) -> (Client, FaultInjectingTransport) {
                 let faulty = FaultInjectingTransport(wrapping: kind.transport, plan: plan)
                 return (Client(baseURL: url, transport: faulty) {
-                    $0.retry = retry ?? noWait
+                    $0.retryWithoutWaiting(retry ?? noWait)
                     if let timeouts { $0.timeouts = timeouts }
                 }, faulty)
             }
@@ -577,7 +605,7 @@ struct TestingKitTests {
         ]
         func run(seed: UInt64, against url: URL) async throws -> (faults: [String], outcomes: [String]) {
             let faulty = FaultInjectingTransport(wrapping: kind.transport, plan: .seeded(seed, chances))
-            let client = Client(baseURL: url, transport: faulty) { $0.retry = RetryPolicy(maximumRetries: 1, sleep: { _ in }) }
+            let client = Client(baseURL: url, transport: faulty) { $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 1)) }
             var outcomes: [String] = []
             for index in 0..<20 {
                 let request = try Trellis.Request(method: .get, url: url.appending(path: "count").appending(queryItems: [URLQueryItem(name: "n", value: String(index % 4))]))

@@ -6,6 +6,7 @@ import NIOCore
 import NIOSSL
 import Testing
 import Trellis
+import TrellisTesting
 
 /// A WebSocket declared in a service.
 @Service
@@ -187,11 +188,9 @@ struct WebSocketIntegrationTests {
 
     @Test(.hangGuard) func aDroppedConnectionIsReconnectedWithBackoff() async throws {
         let server = try await RawWebSocketServer(scripts: [.sendThenDrop("one"), .sendThenClose("two")])
-        let waits = NIOLockedValueBox<[Duration]>([])
-        let policy = RetryPolicy(maximumRetries: 3, initialDelay: .milliseconds(100), jitter: 0) { delay in
-            waits.withLockedValue { $0.append(delay) }
-        }
-        let client = Client(baseURL: base(server.url))
+        let policy = RetryPolicy(maximumRetries: 3, initialDelay: .milliseconds(100), jitter: 0)
+        let clock = ManualClock(advancesWhenSleeping: true)
+        let client = Client(baseURL: base(server.url)) { $0.clock = clock }
         let socket = try await client.webSocket(
             for: Trellis.Request(method: .get, url: server.url),
             options: WebSocketOptions(reconnect: policy)
@@ -200,7 +199,7 @@ struct WebSocketIntegrationTests {
         for try await message in socket.messages { received.append(message) }
         #expect(received == [.text("one"), .text("two")])
         #expect(server.connectionCount == 2)
-        #expect(waits.withLockedValue { $0 } == [.milliseconds(100)])
+        #expect(clock.sleeps == [.milliseconds(100)])
         #expect(socket.closure?.code == .normalClosure)
         try await server.stop()
     }

@@ -175,7 +175,7 @@ struct YggdrasilEndpointTests {
         }) { url in
             let sleeper = RecordingSleeper()
             // The client retries nothing; the request's retryCount does, with the client's waits.
-            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy(maximumRetries: 0) }
+            let client = Client(baseURL: url, transport: kind.transport) { sleeper.retry(&$0, maximumRetries: 0) }
             let request = try Trellis.Request(
                 url: url.absoluteString + "/flaky/ygg-\(kind)?status=503&failures=2",
                 ignoreLocalCache: true,
@@ -215,7 +215,7 @@ extension YggdrasilEndpointTests {
             flaky.install(router)
         }) { url in
             let sleeper = RecordingSleeper()
-            let client = Client(baseURL: url, transport: kind.transport) { $0.retry = sleeper.policy(maximumRetries: 0) }
+            let client = Client(baseURL: url, transport: kind.transport) { sleeper.retry(&$0, maximumRetries: 0) }
             let server = url.absoluteString
 
             var loremRequest = LoremRequest(endpoint: BaconIpsumEndpoints.meatAndFiller(server: server))

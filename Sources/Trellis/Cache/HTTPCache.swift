@@ -18,25 +18,22 @@ import NIOCore
 /// ``maximumEntrySize`` is not stored. Both stores evict the least recently used entries past
 /// their capacity.
 ///
-/// Freshness is judged by the clock `now` gives (the system's by default); a test that needs a
-/// response to stay fresh, or to go stale, passes a clock of its own rather than waiting.
+/// Freshness is judged by the clock of the client that uses the cache
+/// (``Client/Configuration-swift.struct/clock``); a test that needs a response to stay fresh,
+/// or to go stale, gives the client a `ManualClock` rather than waiting.
 public final class HTTPCache: Sendable {
     /// The largest body stored.
     public let maximumEntrySize: Int
-    /// The current time, for the age and freshness of stored responses.
-    public let now: @Sendable () -> Date
     private let store: any CacheStore
 
     /// A cache in memory of at most `memoryCapacity` bytes: each entry counts its body, its
     /// head and its URL.
     public init(
         memoryCapacity: Int = 16 << 20,
-        maximumEntrySize: Int = 4 << 20,
-        now: @escaping @Sendable () -> Date = { Date() }
+        maximumEntrySize: Int = 4 << 20
     ) {
         self.store = MemoryCacheStore(capacity: memoryCapacity)
         self.maximumEntrySize = maximumEntrySize
-        self.now = now
     }
 
     /// A cache in `directory` (made, readable by its owner alone, when missing) of at most
@@ -49,12 +46,10 @@ public final class HTTPCache: Sendable {
     public init(
         directory: URL,
         capacity: Int = 64 << 20,
-        maximumEntrySize: Int = 4 << 20,
-        now: @escaping @Sendable () -> Date = { Date() }
+        maximumEntrySize: Int = 4 << 20
     ) throws {
         self.store = try DiskCacheStore(directory: directory, capacity: capacity)
         self.maximumEntrySize = maximumEntrySize
-        self.now = now
     }
 
     /// Removes every stored response.

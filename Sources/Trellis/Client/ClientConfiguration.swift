@@ -54,6 +54,10 @@ extension Client {
         /// Policies that span calls to an origin: a retry budget, a circuit breaker, a
         /// concurrency limit, shared backoff, hedging and coalescing. None by default.
         public var resilience = Resilience()
+        /// The time the client reads and waits on, for every policy that keeps time: retries'
+        /// waits, the breaker, the shared pause, the concurrency limit, hedging and the cache's
+        /// ages. A test sets `TrellisTesting`'s `ManualClock` to move it by hand.
+        public var clock: any ClientClock = SystemClock()
 
         /// The defaults: a 60-second request and idle timeout, 64 MiB bodies, no retries, ten
         /// redirects, and plain HTTP allowed.

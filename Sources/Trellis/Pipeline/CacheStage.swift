@@ -10,6 +10,8 @@ import NIOCore
 /// `Range`) passes through: its caller is managing validators itself.
 struct CacheStage: Stage {
     let cache: HTTPCache
+    /// The client's clock, which stored responses' ages are read on.
+    let clock: any ClientClock
 
     /// The statuses whose rules this cache follows, for `must-understand` (RFC 9111 section
     /// 5.2.2.3): those RFC 9110 defines.
@@ -42,7 +44,7 @@ struct CacheStage: Stage {
             return try await fetch(request, key: key, revalidating: nil, storing: !control.noStore, call: call, next: next)
         }
         let stored = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
-        let now = cache.now()
+        let now = clock.now
         switch policy {
         case .onlyIfCached:
             return stored.map { Self.serve($0.0, $0.1, at: now) } ?? Response(head: HTTPResponse(status: .gatewayTimeout), body: ResponseBody())
@@ -72,9 +74,9 @@ struct CacheStage: Stage {
             if let etag = head.headerFields[.eTag] { outgoing.headerFields[.ifNoneMatch] = etag }
             if let modified = head.headerFields[.lastModified] { outgoing.headerFields[.ifModifiedSince] = modified }
         }
-        let requestTime = cache.now()
+        let requestTime = clock.now
         let response = try await next(outgoing, call)
-        let responseTime = cache.now()
+        let responseTime = clock.now
         if let stored, response.status.code == 304 {
             var head = stored.0.head
             for field in response.headerFields where ![.contentLength, .contentEncoding, .transferEncoding].contains(field.name) {
@@ -85,7 +87,7 @@ struct CacheStage: Stage {
                 bodyLength: stored.1.readableBytes, bodyDigest: stored.0.bodyDigest
             )
             await cache.save(key, refreshed, body: stored.1)
-            return Self.serve(refreshed, stored.1, at: cache.now())
+            return Self.serve(refreshed, stored.1, at: clock.now)
         }
         guard storing, let body = response.body.bytes, isStorable(response, for: request, size: body.readableBytes) else {
             // What the server now says replaces what was stored, even when it cannot be kept.

@@ -6,9 +6,12 @@ struct CircuitBreakerStage: Stage {
     let circuits: OriginStates<CircuitState>
     /// What counts as a failure.
     private let failures: FailureClassifier
+    /// The client's clock, which cool-downs and windows are measured on.
+    let clock: any ClientClock
 
-    init(circuits: OriginStates<CircuitState>, clientFailures: FailureClassifier?) {
+    init(circuits: OriginStates<CircuitState>, clientFailures: FailureClassifier?, clock: any ClientClock) {
         self.circuits = circuits
+        self.clock = clock
         failures = circuits.settings.failures(clientWide: clientFailures)
     }
 
@@ -16,7 +19,7 @@ struct CircuitBreakerStage: Stage {
         let breaker = circuits.settings
         let origin = request.origin
         let probe: Bool
-        switch circuits.update(origin, { $0.admit(at: breaker.now(), breaker) }) {
+        switch circuits.update(origin, { $0.admit(at: clock.instant, breaker) }) {
         case .pass:
             probe = false
         case .probe(let halfOpened):
@@ -50,7 +53,7 @@ struct CircuitBreakerStage: Stage {
 
     private func record(failed: Bool, probe: Bool, origin: String, request: Request, call: CallContext) {
         let breaker = circuits.settings
-        let change = circuits.update(origin) { $0.record(failed: failed, probe: probe, at: breaker.now(), breaker) }
+        let change = circuits.update(origin) { $0.record(failed: failed, probe: probe, clock: clock, breaker) }
         switch change {
         case .opened(let until, let detail):
             call.observation?.resilienceEvent(.circuitOpened(origin: origin, until: until, detail: detail), for: request)

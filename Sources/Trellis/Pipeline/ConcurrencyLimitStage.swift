@@ -2,6 +2,8 @@
 /// room, and otherwise waits in line for an attempt in flight to end.
 struct ConcurrencyLimitStage: Stage {
     let slots: OriginStates<ConcurrencySlots>
+    /// The client's clock, which the longest wait is measured on.
+    let clock: any ClientClock
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let origin = request.origin
@@ -69,8 +71,8 @@ struct ConcurrencyLimitStage: Stage {
                             waiter.continuation.resume(throwing: CancellationError())
                             return
                         }
-                        timer = Task { [slots] in
-                            try? await Task.sleep(for: limit.maximumWait)
+                        timer = Task { [slots, clock] in
+                            try? await clock.sleep(for: limit.maximumWait)
                             guard !Task.isCancelled else { return }
                             slots.update(origin) { $0.removeWaiter(id) }?.continuation.resume(throwing: TrellisError.callRefused(tooLong))
                         }

@@ -8,6 +8,11 @@ struct HedgingStage: Stage {
     let budgets: OriginStates<RetryTokens>?
     /// The answers that do not win while another attempt is out; `nil` when every answer wins.
     let failures: FailureClassifier?
+    /// The client's clock, which delays and answer times are measured on.
+    let clock: any ClientClock
+    /// Whether ``clock`` is the system's, whose delays the event loop's timer watches; another
+    /// clock (a test's) is waited on in a task.
+    var delaysOnTheEventLoop: Bool { clock is SystemClock }
     /// One timer for the delays of all the client's calls: a call that starts or ends touches
     /// only its lock. Each attempt in a task of its own, with a timer task beside it, cost 15% of
     /// a loopback GET (`Benchmarks/README.md`, "Hedging without a task per attempt").
@@ -27,14 +32,14 @@ struct HedgingStage: Stage {
         let race = HedgeRace(self, origin: origin, delay: delay, request: request, call: first, next: next)
         first.cancellation = race.firstAttempt
         return try await withTaskCancellationHandler {
-            let started = ContinuousClock.now
+            let started = clock.instant
             let response: Response<ResponseBody>
             do {
                 response = try await next(request, first)
             } catch {
                 return try await race.firstFailed(error)
             }
-            return try await race.firstAnswered(response, after: .now - started)
+            return try await race.firstAnswered(response, after: clock.instant - started)
         } onCancel: {
             race.cancel()
         }

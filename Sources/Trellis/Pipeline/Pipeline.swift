@@ -62,16 +62,20 @@ final class Pipeline: Sendable {
         let resilience = settings.resilience
         // One classifier for every policy without one of its own.
         let failures = configuration.resilience.failureClassifier
-        stages.append(RetryStage(policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets, clientFailures: failures))
+        let clock = configuration.clock
+        stages.append(RetryStage(
+            policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets,
+            clientFailures: failures, clock: clock
+        ))
         if let hedging = resilience.hedging, let latencies = resilience.latencies {
             stages.append(HedgingStage(
                 hedging: hedging, latencies: latencies, budgets: resilience.budgets,
-                failures: hedging.failureClassifier ?? failures
+                failures: hedging.failureClassifier ?? failures, clock: clock
             ))
         }
-        if let circuits = resilience.circuits { stages.append(CircuitBreakerStage(circuits: circuits, clientFailures: failures)) }
-        if let pauses = resilience.pauses { stages.append(SharedBackoffStage(pauses: pauses, clientFailures: failures)) }
-        if let slots = resilience.slots { stages.append(ConcurrencyLimitStage(slots: slots)) }
+        if let circuits = resilience.circuits { stages.append(CircuitBreakerStage(circuits: circuits, clientFailures: failures, clock: clock)) }
+        if let pauses = resilience.pauses { stages.append(SharedBackoffStage(pauses: pauses, clientFailures: failures, clock: clock)) }
+        if let slots = resilience.slots { stages.append(ConcurrencyLimitStage(slots: slots, clock: clock)) }
         if let budgets = resilience.budgets {
             stages.append(RetryBudgetStage(budgets: budgets, policy: configuration.retry, clientFailures: failures))
         }
@@ -93,7 +97,7 @@ final class Pipeline: Sendable {
         // together cost one fetch and one store.
         if let calls = resilience.calls { stages.append(CoalescingStage(calls: calls)) }
         if let cache = configuration.cache {
-            stages.append(CacheStage(cache: cache))
+            stages.append(CacheStage(cache: cache, clock: clock))
         }
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))

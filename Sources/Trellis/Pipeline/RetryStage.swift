@@ -16,9 +16,18 @@ struct RetryStage: Stage {
     let clientFailures: FailureClassifier?
     /// What the client's policy retries, worked out once.
     private let failures: FailureClassifier
+    /// The client's clock, which waits are taken on.
+    let clock: any ClientClock
 
-    init(policy: RetryPolicy, logger: Logger, budgets: OriginStates<RetryTokens>? = nil, clientFailures: FailureClassifier? = nil) {
+    init(
+        policy: RetryPolicy,
+        logger: Logger,
+        budgets: OriginStates<RetryTokens>? = nil,
+        clientFailures: FailureClassifier? = nil,
+        clock: any ClientClock = SystemClock()
+    ) {
         self.policy = policy
+        self.clock = clock
         self.logger = logger
         self.budgets = budgets
         self.clientFailures = clientFailures
@@ -49,7 +58,7 @@ struct RetryStage: Stage {
             do {
                 let response = try await next(request, call)
                 guard retries, failures.isFailure(.answered(response.head)),
-                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited),
+                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited, now: clock.now),
                     budgetAllows(request, call)
                 else { return response }
                 await response.body.discard()
@@ -74,14 +83,14 @@ struct RetryStage: Stage {
                     continue
                 }
                 guard retries, let outcome = AttemptOutcome(failure: error), failures.isFailure(outcome),
-                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited),
+                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited, now: clock.now),
                     budgetAllows(request, call)
                 else { throw error }
                 wait = delay
                 logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
                 call.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .error(error), for: request)
             }
-            try await policy.sleep(wait)
+            try await clock.sleep(for: wait)
             try Task.checkCancellation()
             waited += wait
             retry += 1

@@ -6,9 +6,12 @@ struct SharedBackoffStage: Stage {
     let pauses: OriginStates<BackoffPause>
     /// The answers whose pauses are shared.
     private let failures: FailureClassifier
+    /// The client's clock, which pauses are measured and waited on.
+    let clock: any ClientClock
 
-    init(pauses: OriginStates<BackoffPause>, clientFailures: FailureClassifier?) {
+    init(pauses: OriginStates<BackoffPause>, clientFailures: FailureClassifier?, clock: any ClientClock) {
         self.pauses = pauses
+        self.clock = clock
         failures = pauses.settings.failures(clientWide: clientFailures)
     }
 
@@ -16,8 +19,8 @@ struct SharedBackoffStage: Stage {
         let backoff = pauses.settings
         let origin = request.origin
         // Again after each wait: another answer may have made the pause longer meanwhile.
-        while let until = pauses.update(origin, { $0.until }), case let now = ContinuousClock.now, until > now {
-            let ends = Date().addingTimeInterval((until - now).inSeconds)
+        while let until = pauses.update(origin, { $0.until }), case let now = clock.instant, until > now {
+            let ends = clock.now.addingTimeInterval((until - now).inSeconds)
             guard until - now <= backoff.maximumWait else {
                 let refusal = CallRefusal(
                     request: request, origin: origin, reason: .rateLimited, retryAt: ends,
@@ -27,14 +30,14 @@ struct SharedBackoffStage: Stage {
                 throw TrellisError.callRefused(refusal)
             }
             call.observation?.resilienceEvent(.waitedForBackoff(origin: origin, until: ends), for: request)
-            try await Task.sleep(until: until, clock: .continuous)
+            try await clock.sleep(for: until - now)
         }
         let response = try await next(request, call)
-        if let pause = backoff.pause(askedBy: response.head, failures: failures) {
-            let until = ContinuousClock.now + pause
+        if let pause = backoff.pause(askedBy: response.head, failures: failures, now: clock.now) {
+            let until = clock.instant + pause
             pauses.update(origin) { state in state.until = max(state.until ?? until, until) }
             call.observation?.resilienceEvent(
-                .backoffStarted(origin: origin, status: response.status.code, until: Date().addingTimeInterval(pause.inSeconds)),
+                .backoffStarted(origin: origin, status: response.status.code, until: clock.now.addingTimeInterval(pause.inSeconds)),
                 for: request
             )
         }

@@ -99,7 +99,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
                 }
                 fruitlessConnections = eventsOnThisConnection ? 0 : fruitlessConnections + 1
                 eventsOnThisConnection = false
-                try await stream.client.retryPolicy.sleep(reconnectionDelay())
+                try await stream.client.configuration.clock.sleep(for: reconnectionDelay())
             }
             return nil
         }

@@ -63,6 +63,6 @@ extension Client {
             throw await statusFailure(response, for: upgrade)
         }
         let link = try await open()
-        return WebSocketConnection(link: link, host: host, options: options, encoder: encoder, decoder: decoder, open: open)
+        return WebSocketConnection(link: link, host: host, options: options, clock: configuration.clock, encoder: encoder, decoder: decoder, open: open)
     }
 }

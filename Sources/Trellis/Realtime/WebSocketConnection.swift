@@ -35,6 +35,8 @@ public final class WebSocketConnection: Sendable {
     private let state: NIOLockedValueBox<State>
     private let open: @Sendable () async throws -> WebSocketLink
     let options: WebSocketOptions
+    /// The client's clock, which reconnections wait on.
+    private let clock: any ClientClock
     private let encoder: JSONEncoder
     private let decoder: JSONDecoder
     /// The host, for errors.
@@ -44,6 +46,7 @@ public final class WebSocketConnection: Sendable {
         link: WebSocketLink,
         host: String,
         options: WebSocketOptions,
+        clock: any ClientClock,
         encoder: JSONEncoder,
         decoder: JSONDecoder,
         open: @escaping @Sendable () async throws -> WebSocketLink
@@ -51,6 +54,7 @@ public final class WebSocketConnection: Sendable {
         self.state = NIOLockedValueBox(State(link: link))
         self.host = host
         self.options = options
+        self.clock = clock
         self.encoder = encoder
         self.decoder = decoder
         self.open = open
@@ -150,10 +154,10 @@ public final class WebSocketConnection: Sendable {
         var lastError = error
         while true {
             guard attempt < policy.maximumRetries,
-                let delay = policy.delay(beforeRetry: attempt, after: nil, waitedSoFar: waited)
+                let delay = policy.delay(beforeRetry: attempt, after: nil, waitedSoFar: waited, now: clock.now)
             else { throw lastError }
             attempt += 1
-            try await policy.sleep(delay)
+            try await clock.sleep(for: delay)
             waited += delay
             // Closed meanwhile: the reader finds the conversation over.
             if isClosedByUs { return }

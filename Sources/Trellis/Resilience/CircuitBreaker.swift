@@ -44,8 +44,6 @@ public struct CircuitBreaker: Sendable {
     /// Which attempts count as failures, in place of the client's classifier and the
     /// ``failureStatuses``.
     public var failureClassifier: FailureClassifier?
-    /// The current time; a test may give its own clock.
-    public var now: @Sendable () -> ContinuousClock.Instant
 
     /// 500, 502, 503 and 504: a server that is failing, not a request the server refused.
     public static let defaultFailureStatuses: Set<Int> = [500, 502, 503, 504]
@@ -57,7 +55,6 @@ public struct CircuitBreaker: Sendable {
         coolDown: Duration = .seconds(30),
         probes: Int = 1,
         failureStatuses: Set<Int> = CircuitBreaker.defaultFailureStatuses,
-        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
         failureClassifier: FailureClassifier? = nil
     ) {
         switch trip {
@@ -68,7 +65,6 @@ public struct CircuitBreaker: Sendable {
         self.coolDown = max(.zero, coolDown)
         self.probes = max(1, probes)
         self.failureStatuses = failureStatuses
-        self.now = now
         self.failureClassifier = failureClassifier
     }
 

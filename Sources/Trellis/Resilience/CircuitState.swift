@@ -35,7 +35,7 @@ struct CircuitState: OriginState {
 
     init(_ breaker: CircuitBreaker) {}
 
-    func isIdle(_ breaker: CircuitBreaker) -> Bool {
+    func isIdle(_ breaker: CircuitBreaker, at now: ContinuousClock.Instant) -> Bool {
         phase == .closed && consecutiveFailures == 0 && recent.isEmpty
     }
 
@@ -57,14 +57,14 @@ struct CircuitState: OriginState {
     }
 
     /// Records an attempt's outcome: `failed`, or answered (`false`); `probe` when
-    /// ``admit(at:_:)`` let it go as one. `now` is read only when the outcome is counted in a
+    /// ``admit(at:_:)`` let it go as one. `clock` is read only when the outcome is counted in a
     /// window or opens the circuit.
-    mutating func record(failed: Bool, probe: Bool, at now: @autoclosure () -> ContinuousClock.Instant, _ breaker: CircuitBreaker) -> Change? {
+    mutating func record(failed: Bool, probe: Bool, clock: any ClientClock, _ breaker: CircuitBreaker) -> Change? {
         if probe {
             // An outcome of a probe of an earlier half-open spell (the circuit opened again
             // meanwhile) has nothing left to decide.
             guard case .halfOpen(let inFlight, let answered) = phase else { return nil }
-            if failed { return open(at: now(), breaker, detail: "a probe call failed") }
+            if failed { return open(clock, breaker, detail: "a probe call failed") }
             guard answered + 1 >= breaker.probes else {
                 phase = .halfOpen(probesInFlight: inFlight - 1, probesAnswered: answered + 1)
                 return nil
@@ -80,14 +80,14 @@ struct CircuitState: OriginState {
         case .consecutiveFailures(let limit):
             consecutiveFailures = failed ? consecutiveFailures + 1 : 0
             if consecutiveFailures >= limit {
-                return open(at: now(), breaker, detail: "\(consecutiveFailures) failures in a row")
+                return open(clock, breaker, detail: "\(consecutiveFailures) failures in a row")
             }
         case .failureRate(let rate, let minimumCalls, let window):
-            let now = now()
+            let now = clock.instant
             recent.record(failed: failed, at: now, window: window)
             let (calls, failures) = recent.counts(at: now, window: window)
             if calls >= minimumCalls, Double(failures) >= rate * Double(calls) {
-                return open(at: now, breaker, detail: "\(failures) of the last \(calls) attempts failed within \(window)")
+                return open(clock, breaker, detail: "\(failures) of the last \(calls) attempts failed within \(window)")
             }
         }
         return nil
@@ -99,9 +99,9 @@ struct CircuitState: OriginState {
         phase = .halfOpen(probesInFlight: max(0, inFlight - 1), probesAnswered: answered)
     }
 
-    private mutating func open(at now: ContinuousClock.Instant, _ breaker: CircuitBreaker, detail: String) -> Change {
-        let retryAt = Date().addingTimeInterval(breaker.coolDown.inSeconds)
-        phase = .open(until: now + breaker.coolDown, retryAt: retryAt, detail: detail)
+    private mutating func open(_ clock: any ClientClock, _ breaker: CircuitBreaker, detail: String) -> Change {
+        let retryAt = clock.now.addingTimeInterval(breaker.coolDown.inSeconds)
+        phase = .open(until: clock.instant + breaker.coolDown, retryAt: retryAt, detail: detail)
         consecutiveFailures = 0
         recent = RecentOutcomes()
         return .opened(until: retryAt, detail: detail)

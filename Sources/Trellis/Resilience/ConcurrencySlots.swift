@@ -14,7 +14,7 @@ struct ConcurrencySlots: OriginState {
 
     init(_ limit: ConcurrencyLimit) {}
 
-    func isIdle(_ limit: ConcurrencyLimit) -> Bool { inFlight == 0 && waiters.isEmpty }
+    func isIdle(_ limit: ConcurrencyLimit, at now: ContinuousClock.Instant) -> Bool { inFlight == 0 && waiters.isEmpty }
 
     /// Takes `id` out of the queue, if it is still there.
     mutating func removeWaiter(_ id: UInt64) -> Waiter? {

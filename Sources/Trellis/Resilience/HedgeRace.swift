@@ -34,6 +34,8 @@ final class HedgeRace: Sendable {
         var waiting: CheckedContinuation<Response<ResponseBody>, any Error>?
         /// The delay being watched, until it passes or the call is decided.
         var delayWatch: DeadlineTimer<HedgeRace>.Token?
+        /// The delay being waited on a clock other than the system's.
+        var delayWait: Task<Void, Never>?
         /// Whether the caller's task is cancelled: no hedge is sent from then on.
         var isCancelled = false
     }
@@ -60,7 +62,20 @@ final class HedgeRace: Sendable {
         self.next = next
         serviceContext = ServiceContext.current
         refreshingLabel = AccessTokenAuthorizer.refreshingLabel
-        state.withLockedValue { $0.delayWatch = stage.delays.watch(self, until: .now() + TimeAmount(delay)) }
+        state.withLockedValue { watchDelay(&$0) }
+    }
+
+    /// Starts the wait for the next hedge's delay: on the client's timer, or on its clock when
+    /// that is not the system's.
+    private func watchDelay(_ state: inout State) {
+        guard stage.delaysOnTheEventLoop else {
+            state.delayWait = Task { [clock = stage.clock, delay] in
+                guard (try? await clock.sleep(for: delay)) != nil else { return }
+                self.delayPassed()
+            }
+            return
+        }
+        state.delayWatch = stage.delays.watch(self, until: .now() + TimeAmount(delay))
     }
 
     /// The first attempt answered: its answer, or a hedge's that came first.
@@ -123,6 +138,7 @@ final class HedgeRace: Sendable {
     func cancel() {
         let hedges = state.withLockedValue { state in
             state.isCancelled = true
+            state.delayWait?.cancel()
             return state.hedges
         }
         for hedge in hedges { hedge.cancel() }
@@ -135,15 +151,14 @@ final class HedgeRace: Sendable {
         let hedging = stage.hedging
         let step = state.withLockedValue { state -> Step in
             state.delayWatch = nil
+            state.delayWait = nil
             guard !state.isDecided, !state.isCancelled, state.hedgesSent < hedging.maximumHedges else { return .none }
             if let budgets = stage.budgets, case let budget = budgets.retryAllowance(origin), !budget.allowed {
                 return .refused(tokens: budget.tokens)
             }
             state.hedgesSent += 1
             state.attemptsOut += 1
-            if state.hedgesSent < hedging.maximumHedges {
-                state.delayWatch = stage.delays.watch(self, until: .now() + TimeAmount(delay))
-            }
+            if state.hedgesSent < hedging.maximumHedges { watchDelay(&state) }
             return .send
         }
         switch step {
@@ -165,13 +180,13 @@ final class HedgeRace: Sendable {
     }
 
     private func sendHedge() async {
-        let started = ContinuousClock.now
+        let started = stage.clock.instant
         do {
             let response = try await AccessTokenAuthorizer.$refreshingLabel.withValue(refreshingLabel) {
                 guard let serviceContext else { return try await next(request, call) }
                 return try await ServiceContext.withValue(serviceContext) { try await next(request, call) }
             }
-            await hedgeAnswered(response, after: .now - started)
+            await hedgeAnswered(response, after: stage.clock.instant - started)
         } catch {
             hedgeFailed()
         }
@@ -226,6 +241,8 @@ final class HedgeRace: Sendable {
         state.isDecided = true
         if let watch = state.delayWatch { stage.delays.unwatch(watch) }
         state.delayWatch = nil
+        state.delayWait?.cancel()
+        state.delayWait = nil
     }
 
     private func record(_ latency: Duration) {

@@ -64,7 +64,7 @@ struct RecentLatencies: OriginState {
 
     init(_ hedging: Hedging) {}
 
-    func isIdle(_ hedging: Hedging) -> Bool { samples.isEmpty }
+    func isIdle(_ hedging: Hedging, at now: ContinuousClock.Instant) -> Bool { samples.isEmpty }
 
     mutating func record(_ latency: Duration) {
         if samples.count < Hedging.sampleCount {

@@ -5,8 +5,8 @@ protocol OriginState: Sendable {
     associatedtype Settings: Sendable
     /// The state of an origin the policy knows nothing about yet.
     init(_ settings: Settings)
-    /// Whether the state is no different from a new one's, so that it may be forgotten.
-    func isIdle(_ settings: Settings) -> Bool
+    /// Whether the state is no different from a new one's at `now`, so that it may be forgotten.
+    func isIdle(_ settings: Settings, at now: ContinuousClock.Instant) -> Bool
 }
 
 /// A policy's state for every origin a client calls, behind one lock.
@@ -17,12 +17,15 @@ protocol OriginState: Sendable {
 /// what is in flight.
 final class OriginStates<State: OriginState>: Sendable {
     let settings: State.Settings
+    /// The client's clock, for the states that keep time.
+    private let clock: any ClientClock
     private let states = NIOLockedValueBox<[String: State]>([:])
 
     static var capacity: Int { 1024 }
 
-    init(_ settings: State.Settings) {
+    init(_ settings: State.Settings, clock: any ClientClock = SystemClock()) {
         self.settings = settings
+        self.clock = clock
     }
 
     /// Runs `body` on the state of `origin`, under the lock.
@@ -30,7 +33,8 @@ final class OriginStates<State: OriginState>: Sendable {
         states.withLockedValue { states in
             // The count first: looking the origin up hashes it, and copies its state out.
             if states.count >= Self.capacity, states[origin] == nil {
-                states = states.filter { !$0.value.isIdle(settings) }
+                let now = clock.instant
+                states = states.filter { !$0.value.isIdle(settings, at: now) }
             }
             return body(&states[origin, default: State(settings)])
         }

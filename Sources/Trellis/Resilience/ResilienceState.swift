@@ -11,11 +11,11 @@ final class ResilienceState: Sendable {
     let hedging: Hedging?
     let calls: InFlightCalls?
 
-    init(_ settings: Client.Configuration.Resilience) {
+    init(_ settings: Client.Configuration.Resilience, clock: any ClientClock) {
         budgets = settings.retryBudget.map { OriginStates($0) }
         circuits = settings.circuitBreaker.map { OriginStates($0) }
         slots = settings.concurrencyLimit.map { OriginStates($0) }
-        pauses = settings.sharedBackoff.map { OriginStates($0) }
+        pauses = settings.sharedBackoff.map { OriginStates($0, clock: clock) }
         latencies = settings.hedging.map { OriginStates($0) }
         hedging = settings.hedging
         calls = settings.coalescing.map { InFlightCalls($0) }

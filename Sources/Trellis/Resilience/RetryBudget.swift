@@ -46,7 +46,7 @@ struct RetryTokens: OriginState {
     init(_ budget: RetryBudget) { tokens = budget.maximumTokens }
 
     /// A full bucket is what a new origin gets, so forgetting it loses nothing.
-    func isIdle(_ budget: RetryBudget) -> Bool { tokens >= budget.maximumTokens }
+    func isIdle(_ budget: RetryBudget, at now: ContinuousClock.Instant) -> Bool { tokens >= budget.maximumTokens }
 
     mutating func recordFailure() { tokens = max(0, tokens - 1) }
 

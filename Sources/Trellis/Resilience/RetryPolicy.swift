@@ -45,10 +45,6 @@ public struct RetryPolicy: Sendable {
     /// The share of each wait that is random, from 0 (none) to 1 (anywhere between zero and
     /// the full wait), so that clients that failed together do not retry together.
     public var jitter: Double
-    /// Waits; `Task.sleep` unless a test injects its own clock.
-    public var sleep: @Sendable (Duration) async throws -> Void
-    /// The current time, for `Retry-After` given as a date.
-    public var now: @Sendable () -> Date
     /// A random number in `0..<1`, for the jitter.
     public var random: @Sendable () -> Double
     /// Which attempts are retried, in place of the client's
@@ -70,8 +66,6 @@ public struct RetryPolicy: Sendable {
         maximumDelay: Duration = .seconds(30),
         maximumTotalDelay: Duration = .seconds(60),
         jitter: Double = 0.5,
-        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
-        now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         failureClassifier: FailureClassifier? = nil
     ) {
@@ -83,8 +77,6 @@ public struct RetryPolicy: Sendable {
         self.maximumDelay = maximumDelay
         self.maximumTotalDelay = maximumTotalDelay
         self.jitter = min(1, max(0, jitter))
-        self.sleep = sleep
-        self.now = now
         self.random = random
         self.failureClassifier = failureClassifier
     }
@@ -126,8 +118,8 @@ public struct RetryPolicy: Sendable {
 
     /// The wait before retry number `retry` (from 0), or `nil` when there should be none:
     /// `Retry-After` when the response has one, exponential backoff with jitter otherwise,
-    /// and `nil` when either goes beyond the caps.
-    func delay(beforeRetry retry: Int, after head: HTTPResponse?, waitedSoFar: Duration) -> Duration? {
+    /// and `nil` when either goes beyond the caps. `now` reads a `Retry-After` date.
+    func delay(beforeRetry retry: Int, after head: HTTPResponse?, waitedSoFar: Duration, now: @autoclosure () -> Date) -> Duration? {
         guard retry < maximumRetries else { return nil }
         let wait: Duration
         if let value = head?.headerFields[.retryAfter], let asked = RetryAfter.delay(value, now: now()) {

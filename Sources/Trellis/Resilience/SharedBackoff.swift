@@ -32,21 +32,17 @@ public struct SharedBackoff: Sendable {
     public var resetField: RateLimitReset?
     /// The longest a call waits for a pause to end; a longer pause refuses calls at once.
     public var maximumWait: Duration
-    /// The current time, for `Retry-After` dates and reset times; a test may give its own.
-    public var now: @Sendable () -> Date
 
     /// Shared backoff for `statuses`, waiting at most `maximumWait`.
     public init(
         statuses: Set<Int> = [429, 503],
         resetField: RateLimitReset? = nil,
         maximumWait: Duration = .seconds(60),
-        now: @escaping @Sendable () -> Date = { Date() },
         failureClassifier: FailureClassifier? = nil
     ) {
         self.statuses = statuses
         self.resetField = resetField
         self.maximumWait = max(.zero, maximumWait)
-        self.now = now
         self.failureClassifier = failureClassifier
     }
 
@@ -56,10 +52,10 @@ public struct SharedBackoff: Sendable {
         failureClassifier ?? clientWide ?? .statuses(statuses)
     }
 
-    /// The pause `head` asks for, when `failures` counts it as a failure and it names one.
-    func pause(askedBy head: HTTPResponse, failures: FailureClassifier) -> Duration? {
+    /// The pause `head` asks for, when `failures` counts it as a failure and it names one;
+    /// `now` reads dates and reset times.
+    func pause(askedBy head: HTTPResponse, failures: FailureClassifier, now: Date) -> Duration? {
         guard failures.isFailure(.answered(head)) else { return nil }
-        let now = now()
         if let value = head.headerFields[.retryAfter], let delay = RetryAfter.delay(value, now: now) {
             return delay > .zero ? delay : nil
         }
@@ -103,5 +99,5 @@ struct BackoffPause: OriginState {
 
     init(_ backoff: SharedBackoff) {}
 
-    func isIdle(_ backoff: SharedBackoff) -> Bool { until.map { $0 <= .now } ?? true }
+    func isIdle(_ backoff: SharedBackoff, at now: ContinuousClock.Instant) -> Bool { until.map { $0 <= now } ?? true }
 }

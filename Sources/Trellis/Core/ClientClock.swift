@@ -1,0 +1,36 @@
+public import Foundation
+
+/// The time a client reads and waits on: retries' waits, the circuit breaker's cool-down, the
+/// shared pause, the concurrency limit's longest wait, hedging's delay and the cache's ages.
+///
+/// A client has one, ``Client/Configuration-swift.struct/clock`` (``SystemClock`` unless you
+/// set it). A test gives `TrellisTesting`'s `ManualClock` instead, and drives a breaker through
+/// its cool-down, a `Retry-After: 30` pause or a hedge's delay by moving the clock, in
+/// milliseconds of real time (<doc:TestingYourCode>). Timeouts are the transport's and keep
+/// real time.
+public protocol ClientClock: Sendable {
+    /// The date now, for the times HTTP speaks in (`Retry-After` dates, rate-limit resets,
+    /// a stored response's age) and the times Trellis reports (when an open circuit is tried
+    /// again).
+    var now: Date { get }
+    /// A monotonic reading, for spans of time (a cool-down, a pause) that a change of the
+    /// wall clock must not stretch or cut.
+    var instant: ContinuousClock.Instant { get }
+    /// Returns once `duration` of this clock's time has passed; throws `CancellationError` at
+    /// once when the calling task is cancelled.
+    func sleep(for duration: Duration) async throws
+}
+
+/// The machine's clocks: `Date()` for dates, the continuous clock for spans and waits.
+public struct SystemClock: ClientClock {
+    /// The system's clock.
+    public init() {}
+
+    public var now: Date { Date() }
+
+    public var instant: ContinuousClock.Instant { .now }
+
+    public func sleep(for duration: Duration) async throws {
+        try await Task.sleep(for: duration)
+    }
+}
