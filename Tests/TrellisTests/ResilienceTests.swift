@@ -390,7 +390,7 @@ struct ResilienceTests {
 
     /// The first attempt answers while the hedge is out: it wins, and the hedge is cancelled,
     /// which the server sees as its connection closing. Both attempts carry the call's trace
-    /// context: the hedge runs in a task of its own, which is given it.
+    /// context: the hedge is a child task of the call's.
     @Test(arguments: TransportKind.allCases)
     func theFirstAttemptWinsAndTheHedgeIsCancelled(_ kind: TransportKind) async throws {
         try await ScriptedServer.with({ received in
@@ -416,6 +416,27 @@ struct ResilienceTests {
             _ = await closes.next()
             let traces = server.requests.map { $0.field(InMemoryTracer.traceIDKey) }
             #expect(traces.count == 2 && traces[0] != nil && traces[0] == traces[1])
+        }
+    }
+
+    /// A hedge sees the caller's own task-local values: a hop middleware that reads a tenant
+    /// from one sends it with the first attempt and with the hedge alike.
+    @Test(arguments: TransportKind.allCases)
+    func aHedgeSeesTheCallersTaskLocalValues(_ kind: TransportKind) async throws {
+        try await ScriptedServer.with({ received in
+            received.field("X-Attempt") == nil ? ScriptedServer.noAnswer : ScriptedServer.response("200 OK", body: "hedge")
+        }) { server in
+            let client = Client(
+                baseURL: server.url, transport: kind.transport,
+                middlewares: [TenantHeader(), MarkLaterAttempts(first: NIOLockedValueBox(true))]
+            ) {
+                $0.resilience.hedging = Hedging(after: .fixed(.milliseconds(20)))
+            }
+            let body = try await Tenant.$id.withValue("acme") {
+                try await client.data(for: Request(method: .get, url: server.url.appending(path: "slow"))).body
+            }
+            #expect(String(decoding: body, as: UTF8.self) == "hedge")
+            #expect(server.requests.map { $0.field("X-Tenant") } == ["acme", "acme"])
         }
     }
 
@@ -707,6 +728,26 @@ final class GatedTransport: Transport {
     func end(_ number: Int, with result: Result<String, any Error>, status: HTTPResponse.Status = .ok) {
         let waiting = state.withLockedValue { $0.waiting.removeValue(forKey: number) }
         waiting?.resume(with: result.map { Trellis.Response(head: HTTPResponse(status: status), body: ResponseBody(ByteBuffer(string: $0))) })
+    }
+}
+
+/// A tenant the caller works for, in a task-local value of the test's own.
+private enum Tenant {
+    @TaskLocal static var id: String?
+}
+
+/// Sends the caller's tenant (``Tenant``) with every attempt, as a user's middleware that reads
+/// a task-local would.
+private struct TenantHeader: Middleware {
+    var scope: MiddlewareScope { .hop }
+
+    func intercept(
+        _ request: Request,
+        next: @Sendable (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
+        var request = request
+        request.headerFields[HTTPField.Name("X-Tenant")!] = Tenant.id
+        return try await next(request)
     }
 }
 

@@ -1,6 +1,6 @@
 /// Sends each attempt of an idempotent call, and a hedge of it when it has not answered
 /// after the ``Hedging`` delay; returns the first answer and cancels the other attempts
-/// (``HedgeRace``).
+/// (``HedgeRace``). Hedges are child tasks of the call's.
 struct HedgingStage: Stage {
     let hedging: Hedging
     let latencies: OriginStates<RecentLatencies>
@@ -11,11 +11,10 @@ struct HedgingStage: Stage {
     /// The client's clock, which delays and answer times are measured on.
     let clock: any ClientClock
     /// Whether ``clock`` is the system's, whose delays the event loop's timer watches; another
-    /// clock (a test's) is waited on in a task.
+    /// clock (a test's) is slept on.
     var delaysOnTheEventLoop: Bool { clock is SystemClock }
     /// One timer for the delays of all the client's calls: a call that starts or ends touches
-    /// only its lock. Each attempt in a task of its own, with a timer task beside it, cost 15% of
-    /// a loopback GET (`Benchmarks/README.md`, "Hedging without a task per attempt").
+    /// only its lock, where `Task.sleep` would schedule a timer per call.
     let delays = DeadlineTimer<HedgeRace> { $0.delayPassed() }
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
@@ -31,7 +30,12 @@ struct HedgingStage: Stage {
         }
         let race = HedgeRace(self, origin: origin, delay: delay, request: request, call: first, next: next)
         first.cancellation = race.firstAttempt
-        return try await withTaskCancellationHandler {
+        return try await withThrowingDiscardingTaskGroup(returning: Response<ResponseBody>.self) { group in
+            // Starts on this thread and runs until it waits for the delay: no hop to an
+            // executor for a call whose first attempt answers in time.
+            group.addImmediateTask { await race.sendHedges() }
+            // Decided: the delay's wait, and the hedges still out, end.
+            defer { group.cancelAll() }
             let started = clock.instant
             let response: Response<ResponseBody>
             do {
@@ -40,8 +44,6 @@ struct HedgingStage: Stage {
                 return try await race.firstFailed(error)
             }
             return try await race.firstAnswered(response, after: clock.instant - started)
-        } onCancel: {
-            race.cancel()
         }
     }
 }

@@ -12,8 +12,9 @@
 /// answer, as its first attempt did. Each hedge sent is a
 /// ``ResilienceEvent/hedgeSent(origin:after:)``.
 ///
-/// A hedge runs in a task of its own, which is given the call's trace context; task-local
-/// values of your own that a middleware reads are not carried over to it.
+/// Hedges are child tasks of the call's: each sees the caller's task-local values (the trace
+/// context, or a request ID of your own that a middleware reads), runs at its priority, and is
+/// cancelled with it.
 ///
 /// ```swift
 /// let client = Client(baseURL: url) {
