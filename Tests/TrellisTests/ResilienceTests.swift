@@ -390,7 +390,7 @@ struct ResilienceTests {
 
     /// The first attempt answers while the hedge is out: it wins, and the hedge is cancelled,
     /// which the server sees as its connection closing. Both attempts carry the call's trace
-    /// context: the hedge is a child task of the call's.
+    /// context: the hedge runs in a task the call made.
     @Test(arguments: TransportKind.allCases)
     func theFirstAttemptWinsAndTheHedgeIsCancelled(_ kind: TransportKind) async throws {
         try await ScriptedServer.with({ received in

@@ -1,6 +1,6 @@
 /// Sends each attempt of an idempotent call, and a hedge of it when it has not answered
 /// after the ``Hedging`` delay; returns the first answer and cancels the other attempts
-/// (``HedgeRace``). Hedges are child tasks of the call's.
+/// (``HedgeRace``). Hedges run in a task the call makes, with its task-local values.
 struct HedgingStage: Stage {
     let hedging: Hedging
     let latencies: OriginStates<RecentLatencies>
@@ -30,12 +30,12 @@ struct HedgingStage: Stage {
         }
         let race = HedgeRace(self, origin: origin, delay: delay, request: request, call: first, next: next)
         first.cancellation = race.firstAttempt
-        return try await withThrowingDiscardingTaskGroup(returning: Response<ResponseBody>.self) { group in
-            // Starts on this thread and runs until it waits for the delay: no hop to an
-            // executor for a call whose first attempt answers in time.
-            group.addImmediateTask { await race.sendHedges() }
-            // Decided: the delay's wait, and the hedges still out, end.
-            defer { group.cancelAll() }
+        // Inherits the caller's task-local values and priority, and runs on this thread until it
+        // waits for the delay.
+        let hedger = Task.immediate { await race.sendHedges() }
+        // Decided: the delay's wait, and the hedges still out, end.
+        defer { hedger.cancel() }
+        return try await withTaskCancellationHandler {
             let started = clock.instant
             let response: Response<ResponseBody>
             do {
@@ -44,6 +44,8 @@ struct HedgingStage: Stage {
                 return try await race.firstFailed(error)
             }
             return try await race.firstAnswered(response, after: clock.instant - started)
+        } onCancel: {
+            hedger.cancel()
         }
     }
 }

@@ -12,9 +12,9 @@
 /// answer, as its first attempt did. Each hedge sent is a
 /// ``ResilienceEvent/hedgeSent(origin:after:)``.
 ///
-/// Hedges are child tasks of the call's: each sees the caller's task-local values (the trace
+/// Hedges run in a task the call makes: each sees the caller's task-local values (the trace
 /// context, or a request ID of your own that a middleware reads), runs at its priority, and is
-/// cancelled with it.
+/// cancelled with the call.
 ///
 /// ```swift
 /// let client = Client(baseURL: url) {

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import HTTPTypes
 
 /// When and how a failed request is sent again.

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import HTTPTypes
 
 /// Backoff shared by every call to an origin: when the origin answers one call with a
