@@ -127,7 +127,7 @@ struct JSONLinesTests {
             #expect(failure.bodyExcerpt.contains(#""response": 42"#))
 
             var skipping: [String] = []
-            let lenient = client.jsonLines(for: try request(url, "malformed"), as: Token.self, options: .init(skipsMalformedLines: true))
+            let lenient = client.jsonLines(for: try request(url, "malformed"), as: Token.self, settings: .init(skipsMalformedLines: true))
             for try await token in lenient { skipping.append(token.response) }
             #expect(skipping == ["fine", "after"])
         }
@@ -138,7 +138,7 @@ struct JSONLinesTests {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport)
             // The flood is one line of `x` without end.
-            let limited = client.jsonLines(for: try request(server.url, "flood"), as: Token.self, options: .init(maximumLineLength: 256 * 1024))
+            let limited = client.jsonLines(for: try request(server.url, "flood"), as: Token.self, settings: .init(maximumLineLength: 256 * 1024))
             let error = await #expect(throws: TrellisError.self) { for try await _ in limited {} }
             guard case .responseTooLarge(let failure)? = error else { Issue.record("\(String(describing: error))"); return }
             #expect(failure.limit == 256 * 1024)

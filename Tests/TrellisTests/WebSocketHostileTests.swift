@@ -62,7 +62,7 @@ struct WebSocketHostileTests {
             let base = URL(string: url.absoluteString.replacingOccurrences(of: "ws://", with: "http://"))!
             let client = Client(baseURL: base, middlewares: [RefuseResponses()])
             await #expect(throws: RefuseResponses.Refused.self) {
-                _ = try await client.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "hold")), options: .patient)
+                _ = try await client.webSocket(for: Trellis.Request(method: .get, url: url.appending(path: "hold")), settings: .patient)
             }
             var iterator = events.makeAsyncIterator()
             #expect(await iterator.next() == "opened")
@@ -78,7 +78,7 @@ struct WebSocketHostileTests {
     func aFrameAgainstTheProtocolFailsTheConnection(_ path: String, code: UInt16) async throws {
         try await HostileWebSocketServer.with { server in
             let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
-            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)), options: .patient)
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)), settings: .patient)
             var received: [Trellis.WebSocketMessage] = []
             let error = await #expect(throws: TrellisError.self, "\(path)") {
                 for try await message in connection.messages { received.append(message) }
@@ -103,7 +103,7 @@ struct WebSocketHostileTests {
             let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
             for (path, named) in [("/unasked-extension", "the extension permessage-deflate"), ("/unasked-protocol", "the subprotocol chat")] {
                 let error = await #expect(throws: TrellisError.self, "\(path)") {
-                    _ = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)), options: .patient)
+                    _ = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: path)), settings: .patient)
                 }
                 guard case .connectionFailed(let failure) = error else {
                     Issue.record("\(path): expected connectionFailed, got \(String(describing: error))")
@@ -113,7 +113,7 @@ struct WebSocketHostileTests {
             }
             var offer = try Trellis.Request(method: .get, url: server.url.appending(path: "/chat"))
             offer.headerFields[HTTPField.Name("Sec-WebSocket-Protocol")!] = "superchat, chat"
-            let connection = try await client.webSocket(for: offer, options: .patient)
+            let connection = try await client.webSocket(for: offer, settings: .patient)
             var texts: [String] = []
             for try await message in connection.messages {
                 if case .text(let text) = message { texts.append(text) }
@@ -128,7 +128,7 @@ struct WebSocketHostileTests {
     func fragmentsWithAPingBetweenThemMakeOneMessage() async throws {
         try await HostileWebSocketServer.with { server in
             let client = Client(baseURL: URL(string: "http://127.0.0.1")!)
-            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: "/fine")), options: .patient)
+            let connection = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url.appending(path: "/fine")), settings: .patient)
             var texts: [String] = []
             for try await message in connection.messages {
                 if case .text(let text) = message { texts.append(text) }

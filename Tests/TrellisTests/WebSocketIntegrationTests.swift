@@ -36,7 +36,7 @@ struct WebSocketIntegrationTests {
     @Test func textBinaryAndJSONMessagesEchoInOrder() async throws {
         try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
             let client = Client(baseURL: base(url))
-            let socket = try await client.webSocket(for: request(url, "echo"), options: .patient)
+            let socket = try await client.webSocket(for: request(url, "echo"), settings: .patient)
             var messages = socket.messages.makeAsyncIterator()
 
             try await socket.send("héllo ✓")
@@ -68,7 +68,7 @@ struct WebSocketIntegrationTests {
     @Test func jsonIsSentAndDecodedWithTheClientsCoders() async throws {
         try await WebSocketTestServer.with({ $0.ws("notes", onUpgrade: WebSocketTestServer.echo) }) { url in
             let client = Client(baseURL: base(url))
-            let socket = try await client.webSocket(for: request(url, "notes"), options: .patient)
+            let socket = try await client.webSocket(for: request(url, "notes"), settings: .patient)
             try await socket.send(json: Note(id: 1, text: "first"))
             try await socket.send(json: Note(id: 2, text: "second"))
             try await socket.send("{\"id\": \"not a number\"}")
@@ -98,13 +98,13 @@ struct WebSocketIntegrationTests {
         try await WebSocketTestServer.with(routes) { url in
             let client = Client(baseURL: base(url))
 
-            let normal = try await client.webSocket(for: request(url, "normal"), options: .patient)
+            let normal = try await client.webSocket(for: request(url, "normal"), settings: .patient)
             var received: [Trellis.WebSocketMessage] = []
             for try await message in normal.messages { received.append(message) }
             #expect(received == [.text("bye")])
             #expect(normal.closure == WebSocketClosure(code: .normalClosure, reason: "done"))
 
-            let refused = try await client.webSocket(for: request(url, "policy"), options: .patient)
+            let refused = try await client.webSocket(for: request(url, "policy"), settings: .patient)
             var messages = refused.messages.makeAsyncIterator()
             #expect(try await messages.next() == .text("bye"))
             let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
@@ -126,7 +126,7 @@ struct WebSocketIntegrationTests {
             }
         }
         try await WebSocketTestServer.with(routes) { url in
-            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "quiet"), options: .patient)
+            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "quiet"), settings: .patient)
             try await socket.send("one")
             await socket.close(.goingAway, reason: "leaving")
             // The server's answering close frame, seen though nothing was reading.
@@ -151,7 +151,7 @@ struct WebSocketIntegrationTests {
             }
         }
         try await WebSocketTestServer.with(routes) { url in
-            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "hold"), options: .patient)
+            let socket = try await Client(baseURL: base(url)).webSocket(for: request(url, "hold"), settings: .patient)
             let (started, startedSink) = AsyncStream.makeStream(of: Void.self)
             let reader = Task {
                 var count = 0
@@ -174,8 +174,8 @@ struct WebSocketIntegrationTests {
     @Test(.hangGuard) func anUnansweredPingEndsTheConnection() async throws {
         let server = try await RawWebSocketServer(scripts: [.silent])
         let client = Client(baseURL: base(server.url))
-        let options = WebSocketOptions(pingInterval: .milliseconds(50), pingTimeout: .milliseconds(100))
-        let socket = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url), options: options)
+        let options = WebSocketSettings(pingInterval: .milliseconds(50), pingTimeout: .milliseconds(100))
+        let socket = try await client.webSocket(for: Trellis.Request(method: .get, url: server.url), settings: options)
         var messages = socket.messages.makeAsyncIterator()
         let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
         guard case .connectionFailed(let failure) = error else {
@@ -193,7 +193,7 @@ struct WebSocketIntegrationTests {
         let client = Client(baseURL: base(server.url)) { $0.clock = clock }
         let socket = try await client.webSocket(
             for: Trellis.Request(method: .get, url: server.url),
-            options: WebSocketOptions(reconnect: policy)
+            settings: WebSocketSettings(reconnect: policy)
         )
         var received: [Trellis.WebSocketMessage] = []
         for try await message in socket.messages { received.append(message) }
@@ -206,7 +206,7 @@ struct WebSocketIntegrationTests {
 
     @Test(.hangGuard) func withoutReconnectionADroppedConnectionIsAnError() async throws {
         let server = try await RawWebSocketServer(scripts: [.sendThenDrop("one")])
-        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url), options: .patient)
+        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url), settings: .patient)
         var messages = socket.messages.makeAsyncIterator()
         #expect(try await messages.next() == .text("one"))
         let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
@@ -221,7 +221,7 @@ struct WebSocketIntegrationTests {
 
     @Test(.hangGuard) func textThatIsNotUTF8IsRefusedWith1007() async throws {
         let server = try await RawWebSocketServer(scripts: [.sendText([0x6F, 0x6B, 0xC3, 0x28])])
-        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url), options: .patient)
+        let socket = try await Client(baseURL: base(server.url)).webSocket(for: Trellis.Request(method: .get, url: server.url), settings: .patient)
         var messages = socket.messages.makeAsyncIterator()
         let error = await #expect(throws: TrellisError.self) { _ = try await messages.next() }
         guard case .webSocketClosed(let closure) = error else {
@@ -239,7 +239,7 @@ struct WebSocketIntegrationTests {
         try await WebSocketTestServer.with({ $0.ws("echo", onUpgrade: WebSocketTestServer.echo) }) { url in
             let socket = try await Client(baseURL: base(url)).webSocket(
                 for: request(url, "echo"),
-                options: WebSocketOptions(maximumMessageSize: 1000)
+                settings: WebSocketSettings(maximumMessageSize: 1000)
             )
             try await socket.send(Data(count: 999))
             try await socket.send(Data(count: 2000))
@@ -265,7 +265,7 @@ struct WebSocketIntegrationTests {
             refreshes.withLockedValue { $0 += 1 }
             return AccessToken(accessToken: "fresh")
         }
-        let socket = try await client.webSocket(for: upgrade, options: .patient)
+        let socket = try await client.webSocket(for: upgrade, settings: .patient)
         var messages = socket.messages.makeAsyncIterator()
         #expect(try await messages.next() == .text("Bearer fresh"))
         #expect(refreshes.withLockedValue { $0 } == 1)
@@ -277,7 +277,7 @@ struct WebSocketIntegrationTests {
         }
         var plain = try Trellis.Request(method: .get, url: url)
         plain.requireAccessToken()
-        let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: plain, options: .patient) }
+        let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: plain, settings: .patient) }
         guard case .unacceptableStatus(let failure) = error else {
             Issue.record("expected unacceptableStatus, got \(String(describing: error))")
             return
@@ -345,7 +345,7 @@ struct WebSocketIntegrationTests {
         try await WebSocketTestServer.with(tls: tls, routes) { url in
             let pinned = try CertificatePinning([PinnedHost("localhost", certificates: [PinnedCertificate(der: certificates.leaf.toDERBytes())])])
             let client = Client(baseURL: base(url)) { $0.security.pinning = pinned }
-            let socket = try await client.webSocket(for: request(url, "echo"), options: .patient)
+            let socket = try await client.webSocket(for: request(url, "echo"), settings: .patient)
             try await socket.send("over TLS")
             var messages = socket.messages.makeAsyncIterator()
             #expect(try await messages.next() == .text("over TLS"))
@@ -355,7 +355,7 @@ struct WebSocketIntegrationTests {
                 PinnedHost("localhost", certificates: [PinnedCertificate(der: certificates.authority.toDERBytes())], publicKeys: [PinnedCertificate(der: stranger.leaf.toDERBytes()).publicKeyPin])
             ])
             let refusing = Client(baseURL: base(url)) { $0.security.pinning = wrongKey }
-            let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: request(url, "echo"), options: .patient) }
+            let error = await #expect(throws: TrellisError.self) { _ = try await refusing.webSocket(for: request(url, "echo"), settings: .patient) }
             guard case .pinningFailed(let failure) = error else {
                 Issue.record("expected pinningFailed, got \(String(describing: error))")
                 return
@@ -364,7 +364,7 @@ struct WebSocketIntegrationTests {
 
             // Without pins, the test certificate is not trusted.
             let untrusting = Client(baseURL: base(url))
-            let untrusted = await #expect(throws: TrellisError.self) { _ = try await untrusting.webSocket(for: request(url, "echo"), options: .patient) }
+            let untrusted = await #expect(throws: TrellisError.self) { _ = try await untrusting.webSocket(for: request(url, "echo"), settings: .patient) }
             guard case .tlsFailed = untrusted else {
                 Issue.record("expected tlsFailed, got \(String(describing: untrusted))")
                 return
@@ -376,7 +376,7 @@ struct WebSocketIntegrationTests {
     @Test func aRefusedUpgradeIsAStatusFailure() async throws {
         try await WebSocketTestServer.with({ _ in }) { url in
             let client = Client(baseURL: base(url))
-            let error = await #expect(throws: TrellisError.self) { _ = try await client.webSocket(for: request(url, "nowhere"), options: .patient) }
+            let error = await #expect(throws: TrellisError.self) { _ = try await client.webSocket(for: request(url, "nowhere"), settings: .patient) }
             guard case .unacceptableStatus(let failure) = error else {
                 Issue.record("expected unacceptableStatus, got \(String(describing: error))")
                 return
@@ -386,7 +386,7 @@ struct WebSocketIntegrationTests {
         }
         let client = Client(baseURL: URL(string: "http://127.0.0.1:1")!)
         let refused = await #expect(throws: TrellisError.self) {
-            _ = try await client.webSocket(for: Trellis.Request(method: .get, url: URL(string: "ws://127.0.0.1:1/x")!), options: .patient)
+            _ = try await client.webSocket(for: Trellis.Request(method: .get, url: URL(string: "ws://127.0.0.1:1/x")!), settings: .patient)
         }
         guard case .connectionFailed = refused else {
             Issue.record("expected connectionFailed, got \(String(describing: refused))")

@@ -53,7 +53,7 @@ public struct Request: Sendable {
 
     /// Creates a request for an absolute URL.
     ///
-    /// A `ws://` or `wss://` URL (for ``Client/webSocket(for:options:)``) is kept as the
+    /// A `ws://` or `wss://` URL (for ``Client/webSocket(for:settings:)``) is kept as the
     /// `http://` or `https://` URL its upgrade request is sent to.
     ///
     /// - Throws: ``TrellisError/invalidRequest(_:)`` when the URL is not an absolute `http`,

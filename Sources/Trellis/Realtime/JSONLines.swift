@@ -13,12 +13,12 @@ import NIOCore
 ///
 /// - The request is sent when iteration starts, through the whole pipeline: access tokens,
 ///   retries before the response begins, redirects, and every other stage.
-/// - A line longer than ``Options/maximumLineLength`` (1 MiB by default) ends the stream with
+/// - A line longer than ``Settings/maximumLineLength`` (1 MiB by default) ends the stream with
 ///   ``TrellisError/responseTooLarge(_:)``; a stream silent for the client's idle timeout ends
 ///   with ``TrellisError/timedOut(_:)``.
 /// - A line that is not a valid value ends the stream with ``TrellisError/decodingFailed(_:)``
 ///   naming its number and showing its beginning, or is passed over when
-///   ``Options/skipsMalformedLines`` is set.
+///   ``Settings/skipsMalformedLines`` is set.
 /// - A last line without a newline counts; blank lines are passed over; RFC 7464's record
 ///   separator (`0x1E`) before a value is dropped.
 /// - Ending the iteration early (a `break`, or cancelling the task) closes the connection.
@@ -29,14 +29,18 @@ import NIOCore
 /// }
 /// ```
 public struct JSONLines<Element: Decodable & Sendable>: AsyncSequence, Sendable {
+    /// The former name of ``Settings``: every group of settings is named `…Settings`.
+    @available(*, deprecated, renamed: "Settings")
+    public typealias Options = Settings
+
     /// How a stream of JSON values is read.
-    public struct Options: Sendable {
+    public struct Settings: Sendable {
         /// The longest line accepted, in bytes; 1 MiB by default.
         public var maximumLineLength: Int
         /// Whether a line that is not a valid value is passed over instead of ending the stream.
         public var skipsMalformedLines: Bool
 
-        /// Options with a line limit of `maximumLineLength` bytes, ending at a malformed line
+        /// Settings with a line limit of `maximumLineLength` bytes, ending at a malformed line
         /// unless `skipsMalformedLines`.
         public init(maximumLineLength: Int = 1 << 20, skipsMalformedLines: Bool = false) {
             self.maximumLineLength = maximumLineLength
@@ -46,7 +50,7 @@ public struct JSONLines<Element: Decodable & Sendable>: AsyncSequence, Sendable 
 
     let client: Client
     let request: Request
-    let options: Options
+    let settings: Settings
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(stream: self)
@@ -65,7 +69,7 @@ public struct JSONLines<Element: Decodable & Sendable>: AsyncSequence, Sendable 
 
         init(stream: JSONLines) {
             self.stream = stream
-            self.lines = LineSplitter(maximumLineLength: stream.options.maximumLineLength)
+            self.lines = LineSplitter(maximumLineLength: stream.settings.maximumLineLength)
         }
 
         public mutating func next() async throws -> Element? {
@@ -100,7 +104,7 @@ public struct JSONLines<Element: Decodable & Sendable>: AsyncSequence, Sendable 
             }
         }
 
-        /// The value of `line`, or `nil` for a blank line or a malformed one the options skip.
+        /// The value of `line`, or `nil` for a blank line or a malformed one the settings skip.
         private func decode(_ line: ArraySlice<UInt8>) throws -> Element? {
             var text = line
             if text.first == 0x1E { text = text.dropFirst() }  // RFC 7464's record separator
@@ -109,7 +113,7 @@ public struct JSONLines<Element: Decodable & Sendable>: AsyncSequence, Sendable 
             do {
                 return try stream.client.decoder.decode(Element.self, from: data)
             } catch {
-                if stream.options.skipsMalformedLines { return nil }
+                if stream.settings.skipsMalformedLines { return nil }
                 var failure = DecodingFailure(type: Element.self, error: error, status: status, body: data)
                 failure.line = lineNumber
                 throw TrellisError.decodingFailed(failure)
@@ -202,8 +206,18 @@ extension Client {
     public func jsonLines<Value: Decodable & Sendable>(
         for request: Request,
         as type: Value.Type,
-        options: JSONLines<Value>.Options = .init()
+        settings: JSONLines<Value>.Settings = .init()
     ) -> JSONLines<Value> {
-        JSONLines(client: self, request: request, options: options)
+        JSONLines(client: self, request: request, settings: settings)
+    }
+
+    /// ``jsonLines(for:as:settings:)`` under its former label.
+    @available(*, deprecated, renamed: "jsonLines(for:as:settings:)")
+    public func jsonLines<Value: Decodable & Sendable>(
+        for request: Request,
+        as type: Value.Type,
+        options: JSONLines<Value>.Settings
+    ) -> JSONLines<Value> {
+        jsonLines(for: request, as: type, settings: options)
     }
 }

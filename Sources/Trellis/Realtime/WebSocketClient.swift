@@ -15,9 +15,15 @@ extension Client {
     ///
     /// - Throws: ``TrellisError/unacceptableStatus(_:)`` when the server answers the upgrade
     ///   with another status, or the connection and TLS errors of any request.
+    /// ``webSocket(for:settings:)`` under its former label.
+    @available(*, deprecated, renamed: "webSocket(for:settings:)")
+    public func webSocket(for request: Request, options: WebSocketSettings) async throws -> WebSocketConnection {
+        try await webSocket(for: request, settings: options)
+    }
+
     public func webSocket(
         for request: Request,
-        options: WebSocketOptions = WebSocketOptions()
+        settings: WebSocketSettings = WebSocketSettings()
     ) async throws -> WebSocketConnection {
         var request = request
         switch request.head.scheme?.lowercased() {
@@ -41,7 +47,7 @@ extension Client {
                     // The pins of this hop's host: a redirect may lead elsewhere.
                     let pins = authorized.head.scheme == "https"
                         ? self.pinning?.pins(for: PlainHTTPPolicy.host(of: authorized.head.authority ?? "")) : nil
-                    switch try await WebSocketDialer.dial(authorized, options: options, pins: pins, connectivity: self.configuration.connectivity, limits: call.limitsOfAttempt) {
+                    switch try await WebSocketDialer.dial(authorized, options: settings, pins: pins, connectivity: self.configuration.connectivity, limits: call.limitsOfAttempt) {
                     case .upgraded(let link):
                         opened.withLockedValue { $0 = link }
                         return Response(head: HTTPResponse(status: .switchingProtocols), body: ResponseBody())
@@ -63,6 +69,6 @@ extension Client {
             throw await statusFailure(response, for: upgrade)
         }
         let link = try await open()
-        return WebSocketConnection(link: link, host: host, options: options, clock: configuration.clock, encoder: encoder, decoder: decoder, open: open)
+        return WebSocketConnection(link: link, host: host, options: settings, clock: configuration.clock, encoder: encoder, decoder: decoder, open: open)
     }
 }

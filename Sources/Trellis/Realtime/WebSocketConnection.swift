@@ -22,7 +22,7 @@ import NIOWebSocket
 /// The message sequence ends when the server closes with 1000 (normal closure) or after
 /// ``close(_:reason:)``; any other close code ends it with
 /// ``TrellisError/webSocketClosed(_:)``, a lost connection or a missed pong with
-/// ``TrellisError/connectionFailed(_:)``. With ``WebSocketOptions/reconnect`` the sequence
+/// ``TrellisError/connectionFailed(_:)``. With ``WebSocketSettings/reconnect`` the sequence
 /// carries on over a new connection instead.
 public final class WebSocketConnection: Sendable {
     private struct State {
@@ -34,7 +34,7 @@ public final class WebSocketConnection: Sendable {
 
     private let state: NIOLockedValueBox<State>
     private let open: @Sendable () async throws -> WebSocketLink
-    let options: WebSocketOptions
+    let options: WebSocketSettings
     /// The client's clock, which reconnections wait on.
     private let clock: any ClientClock
     private let encoder: JSONEncoder
@@ -45,7 +45,7 @@ public final class WebSocketConnection: Sendable {
     init(
         link: WebSocketLink,
         host: String,
-        options: WebSocketOptions,
+        options: WebSocketSettings,
         clock: any ClientClock,
         encoder: JSONEncoder,
         decoder: JSONDecoder,
@@ -122,7 +122,7 @@ public final class WebSocketConnection: Sendable {
     }
 
     /// Closes the conversation with `code` and `reason`, and waits (up to
-    /// ``WebSocketOptions/closeTimeout``) for the server to answer with its close frame.
+    /// ``WebSocketSettings/closeTimeout``) for the server to answer with its close frame.
     public func close(_ code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
         let link = state.withLockedValue { state in
             state.closedByUs = true

@@ -219,7 +219,7 @@ final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandl
         guard !failed else { return }
         let violation = switch error {
         case .invalidFrameLength:
-            WebSocketProtocolViolation(code: .messageTooBig, reason: "the server sent a frame longer than the decoder takes (WebSocketOptions.maximumMessageSize)")
+            WebSocketProtocolViolation(code: .messageTooBig, reason: "the server sent a frame longer than the decoder takes (WebSocketSettings.maximumMessageSize)")
         case .fragmentedControlFrame:
             WebSocketProtocolViolation(reason: "the server sent a control frame in fragments")
         case .multiByteControlFrameLength:

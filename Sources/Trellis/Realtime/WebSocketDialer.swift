@@ -30,7 +30,7 @@ enum WebSocketDialer {
     /// tunnel, or SOCKS5), name overrides and TLS.
     static func dial(
         _ request: Request,
-        options: WebSocketOptions,
+        options: WebSocketSettings,
         pins: PinnedHost?,
         connectivity: Client.Configuration.Connectivity,
         limits: ExchangeLimits

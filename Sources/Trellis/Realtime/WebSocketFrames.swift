@@ -66,7 +66,7 @@ final class WebSocketFrames {
             }
             guard let message = pending else { continue }
             if message.buffer.readableBytes > maximumSize {
-                throw refusal(.messageTooBig, "a message of more than \(maximumSize) bytes (WebSocketOptions.maximumMessageSize)")
+                throw refusal(.messageTooBig, "a message of more than \(maximumSize) bytes (WebSocketSettings.maximumMessageSize)")
             }
             guard frame.fin else { continue }
             if message.opcode == .text {

@@ -9,12 +9,12 @@ extension Trait where Self == TimeLimitTrait {
     static var hangGuard: Self { .timeLimit(.minutes(5)) }
 }
 
-extension WebSocketOptions {
+extension WebSocketSettings {
     /// Options for a test that is not about the WebSocket timers: no pings, and connect and
     /// close timeouts long enough that a slow machine never reaches them. A test that is about
     /// them sets its own.
-    static var patient: WebSocketOptions {
-        WebSocketOptions(pingInterval: nil, closeTimeout: .seconds(120), connectTimeout: .seconds(120))
+    static var patient: WebSocketSettings {
+        WebSocketSettings(pingInterval: nil, closeTimeout: .seconds(120), connectTimeout: .seconds(120))
     }
 }
 

@@ -1,7 +1,7 @@
 public import NIOSSL
 
 /// How a ``WebSocketConnection`` behaves.
-public struct WebSocketOptions: Sendable {
+public struct WebSocketSettings: Sendable {
     /// How often a ping is sent while the connection is open; `nil` sends none.
     public var pingInterval: Duration?
     /// How long a ping may go unanswered before the connection counts as lost.
@@ -21,7 +21,7 @@ public struct WebSocketOptions: Sendable {
     /// top of them.
     public var tlsConfiguration: TLSConfiguration?
 
-    /// Options for a WebSocket connection; each default is the one its property states.
+    /// Settings for a WebSocket connection; each default is the one its property states.
     public init(
         pingInterval: Duration? = .seconds(30),
         pingTimeout: Duration = .seconds(10),
@@ -40,3 +40,7 @@ public struct WebSocketOptions: Sendable {
         self.tlsConfiguration = tlsConfiguration
     }
 }
+
+/// The former name of ``WebSocketSettings``: every group of settings is named `…Settings`.
+@available(*, deprecated, renamed: "WebSocketSettings")
+public typealias WebSocketOptions = WebSocketSettings
