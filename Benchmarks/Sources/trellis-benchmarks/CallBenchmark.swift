@@ -121,7 +121,8 @@ enum CallBenchmark {
     /// `TRELLIS_BENCH_RESILIENCE=idle`: the Trellis side with every resilience policy on, none
     /// of which ever acts on these calls; `idle-uncoalesced`: all but coalescing, which would
     /// share the concurrent cases' identical GETs; or a list of some of `budget`, `breaker`,
-    /// `limit`, `backoff`, `hedging` and `coalescing`, joined by `,` or `+` (`+` within an
+    /// `limit`, `backoff`, `hedging`, `coalescing` and `ratelimit` (a rate limit far above what
+    /// the cases send), joined by `,` or `+` (`+` within an
     /// `alternate-runs` setting, whose own separator is `,`). Unset: none, the default.
     static var idleResilience: Client.Configuration.Resilience {
         let setting = ProcessInfo.processInfo.environment["TRELLIS_BENCH_RESILIENCE"] ?? ""
@@ -136,7 +137,8 @@ enum CallBenchmark {
             concurrencyLimit: names.contains("limit") ? ConcurrencyLimit(maximumInFlight: 1000) : nil,
             sharedBackoff: names.contains("backoff") ? SharedBackoff() : nil,
             hedging: names.contains("hedging") ? Hedging(after: .fixed(.seconds(10))) : nil,
-            coalescing: names.contains("coalescing") ? Coalescing() : nil
+            coalescing: names.contains("coalescing") ? Coalescing() : nil,
+            rateLimit: names.contains("ratelimit") ? RateLimit(requests: 100_000_000, per: .seconds(1)) : nil
         )
     }
 

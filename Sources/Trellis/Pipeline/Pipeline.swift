@@ -102,6 +102,8 @@ final class Pipeline: Sendable {
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }
+        // Only what goes out takes a turn: after the cache, coalescing and the refusals.
+        if let turns = resilience.turns { stages.append(RateLimitStage(turns: turns, clock: clock)) }
         stages.append(HopObservationStage(transportDecodes: settings.transport.decodesContentEncoding))
         if configuration.logger.logLevel <= .debug {
             stages.append(LoggingStage(logger: configuration.logger))

@@ -16,6 +16,9 @@ public struct CallRefusal: Sendable, CustomStringConvertible {
         /// The origin asked for a pause (`Retry-After`, or the rate-limit reset field) longer
         /// than ``SharedBackoff/maximumWait``.
         case rateLimited
+        /// The client's own ``RateLimit`` would have held the request longer than its
+        /// ``RateLimit/maximumWait``.
+        case rateLimit
     }
 
     /// The method and URL of the call, redacted.
@@ -46,6 +49,7 @@ public struct CallRefusal: Sendable, CustomStringConvertible {
         case .circuitProbing: "the circuit breaker of \(origin) is half open, and its probe calls are under way"
         case .concurrencyLimit: "the concurrency limit of \(origin) held it back (\(detail))"
         case .rateLimited: "\(origin) asked for a pause (\(detail))"
+        case .rateLimit: "the client's rate limit held it back (\(detail))"
         }
         let again = retryAt.map { date in
             let seconds = max(0, date.timeIntervalSinceNow)

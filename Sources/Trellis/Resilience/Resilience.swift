@@ -32,6 +32,9 @@ extension Client.Configuration {
         public var hedging: Hedging?
         /// Identical buffered `GET`s in flight together share one request and its response.
         public var coalescing: Coalescing?
+        /// At most so many requests per period to each origin (or key you name); the rest wait
+        /// their turn.
+        public var rateLimit: RateLimit?
         /// Which attempts count as failures for every policy that has no classifier of its own:
         /// the retry policy, the budget, the breaker, hedging and the shared pause. `nil` keeps
         /// each policy's built-in rule (``FailureClassifier``).
@@ -44,7 +47,9 @@ extension Client.Configuration {
             concurrencyLimit: ConcurrencyLimit? = nil,
             sharedBackoff: SharedBackoff? = nil,
             hedging: Hedging? = nil,
-            coalescing: Coalescing? = nil
+            coalescing: Coalescing? = nil,
+            rateLimit: RateLimit? = nil,
+            failureClassifier: FailureClassifier? = nil
         ) {
             self.retryBudget = retryBudget
             self.circuitBreaker = circuitBreaker
@@ -52,6 +57,8 @@ extension Client.Configuration {
             self.sharedBackoff = sharedBackoff
             self.hedging = hedging
             self.coalescing = coalescing
+            self.rateLimit = rateLimit
+            self.failureClassifier = failureClassifier
         }
     }
 }

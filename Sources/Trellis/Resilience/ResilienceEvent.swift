@@ -28,6 +28,12 @@ public enum ResilienceEvent: Sendable {
     /// The call joined an identical exchange in flight (the same request as sent) and shares
     /// its response.
     case coalesced(origin: String)
+    /// The request waited for its turn under the client's ``RateLimit`` for `key`, until
+    /// `until`.
+    case waitedForRateLimit(origin: String, key: String, until: Date)
+    /// An answer said `key`'s quota is spent until `until`: its requests wait, or are refused,
+    /// until then.
+    case rateLimitSpent(origin: String, key: String, until: Date)
     /// A policy refused the call before it was sent; the call fails with
     /// ``TrellisError/callRefused(_:)``.
     case callRefused(CallRefusal)
@@ -37,7 +43,8 @@ public enum ResilienceEvent: Sendable {
         switch self {
         case .retryRefusedByBudget(let origin, _), .circuitOpened(let origin, _, _), .circuitHalfOpened(let origin),
             .circuitClosed(let origin), .concurrencyLimitReached(let origin, _), .backoffStarted(let origin, _, _),
-            .waitedForBackoff(let origin, _), .hedgeSent(let origin, _), .coalesced(let origin):
+            .waitedForBackoff(let origin, _), .hedgeSent(let origin, _), .coalesced(let origin),
+            .waitedForRateLimit(let origin, _, _), .rateLimitSpent(let origin, _, _):
             origin
         case .callRefused(let refusal): refusal.origin
         }
@@ -45,7 +52,8 @@ public enum ResilienceEvent: Sendable {
 
     /// The event's name in spans and metrics: `retry_refused_by_budget`, `circuit_opened`,
     /// `circuit_half_opened`, `circuit_closed`, `concurrency_limit_reached`,
-    /// `backoff_started`, `waited_for_backoff`, `hedge_sent`, `coalesced` or `call_refused`.
+    /// `backoff_started`, `waited_for_backoff`, `hedge_sent`, `coalesced`,
+    /// `waited_for_rate_limit`, `rate_limit_spent` or `call_refused`.
     public var name: String {
         switch self {
         case .retryRefusedByBudget: "retry_refused_by_budget"
@@ -57,6 +65,8 @@ public enum ResilienceEvent: Sendable {
         case .waitedForBackoff: "waited_for_backoff"
         case .hedgeSent: "hedge_sent"
         case .coalesced: "coalesced"
+        case .waitedForRateLimit: "waited_for_rate_limit"
+        case .rateLimitSpent: "rate_limit_spent"
         case .callRefused: "call_refused"
         }
     }

@@ -10,6 +10,7 @@ final class ResilienceState: Sendable {
     let latencies: OriginStates<RecentLatencies>?
     let hedging: Hedging?
     let calls: InFlightCalls?
+    let turns: OriginStates<RateLimitTurns>?
 
     init(_ settings: Client.Configuration.Resilience, clock: any ClientClock) {
         budgets = settings.retryBudget.map { OriginStates($0) }
@@ -19,5 +20,6 @@ final class ResilienceState: Sendable {
         latencies = settings.hedging.map { OriginStates($0) }
         hedging = settings.hedging
         calls = settings.coalescing.map { InFlightCalls($0) }
+        turns = settings.rateLimit.map { OriginStates($0, clock: clock) }
     }
 }
