@@ -10,25 +10,30 @@ enum RateLimitFields {
     static let longestReset: Duration = .seconds(86_400)
 
     /// How long until the quota resets, when `head` says it is spent; `nil` when it does not,
-    /// or says it in a way that cannot be read.
-    static func spentFor(_ head: HTTPResponse, now: Date) -> Duration? {
-        let fields = head.headerFields
+    /// or says it in a way that cannot be read. `now` is read only when it says so.
+    static func spentFor(_ head: HTTPResponse, now: @autoclosure () -> Date) -> Duration? {
+        // One pass over the fields, most answers having none of these: five lookups by name
+        // would each walk them all.
         var remaining: Double?
         var reset: Double?
-        if let combined = fields[Self.rateLimit] {
-            for (name, value) in parameters(combined) {
-                switch name {
-                case "r", "remaining": remaining = remaining ?? value
-                case "t", "reset": reset = reset ?? value
-                default: break
+        for field in head.headerFields {
+            switch field.name {
+            case rateLimit:
+                for (name, value) in parameters(field.value) {
+                    switch name {
+                    case "r", "remaining": remaining = remaining ?? value
+                    case "t", "reset": reset = reset ?? value
+                    default: break
+                    }
                 }
+            case rateLimitRemaining, xRateLimitRemaining: remaining = remaining ?? number(field.value)
+            case rateLimitReset, xRateLimitReset: reset = reset ?? number(field.value)
+            default: break
             }
         }
-        remaining = remaining ?? number(fields[Self.rateLimitRemaining]) ?? number(fields[Self.xRateLimitRemaining])
-        reset = reset ?? number(fields[Self.rateLimitReset]) ?? number(fields[Self.xRateLimitReset])
         guard remaining == 0, var seconds = reset else { return nil }
         // A reset too large for seconds from now is a Unix time (GitHub's `X-RateLimit-Reset`).
-        if seconds > 1_000_000_000 { seconds -= now.timeIntervalSince1970 }
+        if seconds > 1_000_000_000 { seconds -= now().timeIntervalSince1970 }
         guard seconds > 0 else { return nil }
         let duration = Duration.saturating(seconds: seconds)
         return duration <= longestReset ? duration : nil
