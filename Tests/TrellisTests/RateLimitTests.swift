@@ -211,17 +211,4 @@ struct RateLimitTests {
             #expect(server.requests.map(\.target) == ["/failing", "/moved"])
         }
     }
-
-    private func refusalOf(_ client: Client, _ request: Request) async throws -> CallRefusal {
-        do {
-            _ = try await client.data(for: request)
-        } catch TrellisError.callRefused(let refusal) {
-            return refusal
-        }
-        throw RateLimitTestFailure()
-    }
-}
-
-private struct RateLimitTestFailure: Error, CustomStringConvertible {
-    var description: String { "the call was not refused" }
 }

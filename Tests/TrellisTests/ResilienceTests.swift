@@ -655,17 +655,6 @@ struct ResilienceTests {
             #expect(server.requests.count == 2)
         }
     }
-
-    // MARK: Helpers
-
-    private func refusalOf(_ client: Client, _ request: Request) async throws -> CallRefusal {
-        do {
-            _ = try await client.data(for: request)
-        } catch TrellisError.callRefused(let refusal) {
-            return refusal
-        }
-        throw TestFailure("the call was not refused")
-    }
 }
 
 extension SharedBackoff {
@@ -673,12 +662,6 @@ extension SharedBackoff {
     fileprivate func pause(askedBy head: HTTPResponse) -> Duration? {
         pause(askedBy: head, failures: failures(clientWide: nil), now: Date(timeIntervalSince1970: 1_800_000_000))
     }
-}
-
-/// A test's failure with a message.
-private struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A transport whose exchanges each wait for the test to end them (``end(_:with:)``), so that
