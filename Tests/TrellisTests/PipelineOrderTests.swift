@@ -60,7 +60,8 @@ struct PipelineOrderTests {
                 concurrencyLimit: ConcurrencyLimit(maximumInFlight: 4),
                 sharedBackoff: SharedBackoff(),
                 hedging: Hedging(after: .fixed(.milliseconds(100))),
-                coalescing: Coalescing()
+                coalescing: Coalescing(),
+                rateLimit: RateLimit(requests: 100, per: .seconds(1))
             )
         }
     }
