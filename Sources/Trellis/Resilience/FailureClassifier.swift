@@ -15,7 +15,7 @@ import HTTPTypes
 /// let client = Client(baseURL: url) {
 ///     $0.retry = .standard
 ///     $0.resilience.circuitBreaker = CircuitBreaker()
-///     $0.resilience.failureClassifier = .transientFailures.or(.statuses([409]))
+///     $0.resilience.failureClassifier = FailureClassifier.transientFailures.or(.statuses([409]))
 /// }
 /// ```
 ///
