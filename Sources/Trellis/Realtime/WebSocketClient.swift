@@ -15,12 +15,6 @@ extension Client {
     ///
     /// - Throws: ``TrellisError/unacceptableStatus(_:)`` when the server answers the upgrade
     ///   with another status, or the connection and TLS errors of any request.
-    /// ``webSocket(for:settings:)`` under its former label.
-    @available(*, deprecated, renamed: "webSocket(for:settings:)")
-    public func webSocket(for request: Request, options: WebSocketSettings) async throws -> WebSocketConnection {
-        try await webSocket(for: request, settings: options)
-    }
-
     public func webSocket(
         for request: Request,
         settings: WebSocketSettings = WebSocketSettings()
@@ -70,5 +64,11 @@ extension Client {
         }
         let link = try await open()
         return WebSocketConnection(link: link, host: host, options: settings, clock: configuration.clock, encoder: encoder, decoder: decoder, open: open)
+    }
+
+    /// ``webSocket(for:settings:)`` under its former label.
+    @available(*, deprecated, renamed: "webSocket(for:settings:)")
+    public func webSocket(for request: Request, options: WebSocketSettings) async throws -> WebSocketConnection {
+        try await webSocket(for: request, settings: options)
     }
 }

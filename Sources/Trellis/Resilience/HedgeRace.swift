@@ -132,9 +132,14 @@ final class HedgeRace: Sendable {
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                state.withLockedValue { state in
+                // Under the lock the handler below takes: cancelled before the wait is in place,
+                // the handler found nothing to end, so the wait must not start.
+                let cancelled = state.withLockedValue { state in
+                    guard !Task.isCancelled else { return true }
                     state.delayWait = (stage.delays.watch(self, until: .now() + TimeAmount(delay)), continuation)
+                    return false
                 }
+                if cancelled { continuation.resume() }
             }
         } onCancel: {
             let wait = state.withLockedValue { state in
