@@ -10,9 +10,9 @@ import NIOCore
 /// breaks, the stream waits for the server's `retry` delay (or ``defaultReconnectionDelay``)
 /// and reconnects with `Last-Event-ID`, so the server can resume where it left off; a 204 from
 /// the server ends the stream for good, as the specification says. Cancelling the consuming
-/// task closes the connection and ends the sequence. The wait uses the client's
-/// ``RetryPolicy/sleep``, so a test can inject its clock; a reconnection that fails to connect
-/// throws.
+/// task closes the connection and ends the sequence. The wait is taken on the client's clock
+/// (``Client/Configuration-swift.struct/clock``), which a test moves by hand; a reconnection
+/// that fails to connect throws.
 ///
 /// A server cannot make the stream spin or swell: the wait is never shorter than
 /// ``minimumReconnectionDelay`` (whatever `retry` says) and doubles, up to
