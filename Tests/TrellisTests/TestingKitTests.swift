@@ -79,6 +79,30 @@ private func temporaryFile(_ name: String) -> URL {
 
 @Suite("Testing kit: HAR recording and replay, fault injection", .hangGuard)
 struct TestingKitTests {
+    /// A manual clock wakes its sleepers in order as it passes their times, a sleep of no
+    /// time returns at once, and a cancelled sleeper throws without the clock moving.
+    @Test("A manual clock wakes sleepers as it passes their times, and lets cancelled ones go")
+    func aManualClockWakesSleepersInOrderAndLetsCancelledOnesGo() async throws {
+        let clock = ManualClock()
+        try await clock.sleep(for: .zero)
+        let woken = NIOLockedValueBox<[Int]>([])
+        let sleepers = (1...3).map { seconds in
+            Task {
+                try await clock.sleep(for: .seconds(seconds))
+                woken.withLockedValue { $0.append(seconds) }
+            }
+        }
+        await clock.sleepers(reaching: 3)
+        clock.advance(by: .seconds(2))
+        _ = try await sleepers[0].value
+        _ = try await sleepers[1].value
+        #expect(woken.withLockedValue { $0 }.sorted() == [1, 2])
+        sleepers[2].cancel()
+        await #expect(throws: CancellationError.self) { try await sleepers[2].value }
+        #expect(clock.elapsed == .seconds(2))
+        #expect(clock.sleeps.sorted() == [.zero, .seconds(1), .seconds(2), .seconds(3)])
+    }
+
     /// The example of "Testing your code", "Move time by hand": a breaker driven through its
     /// cool-down by a `ManualClock`, over a `MockTransport`.
     @Test("A manual clock drives a breaker through its cool-down, as the guide shows")
