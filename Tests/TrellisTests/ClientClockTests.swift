@@ -12,14 +12,16 @@ import TrellisTesting
 /// CacheIntegrationTests.)
 @Suite("One clock for every policy", .hangGuard)
 struct ClientClockTests {
-    @Test func aRetryWaitsOutRetryAfterOnTheClientsClock() async throws {
-        try await ScriptedServer.with({ received in
-            received.numberOnConnection == 1 && received.target == "/quota"
+    @Test(arguments: TransportKind.allCases)
+    func aRetryWaitsOutRetryAfterOnTheClientsClock(_ kind: TransportKind) async throws {
+        let answered = NIOLockedValueBox(0)
+        try await ScriptedServer.with({ _ in
+            answered.withLockedValue { $0 += 1; return $0 } == 1
                 ? ScriptedServer.response("429 Too Many Requests", ["Retry-After: 30"])
                 : ScriptedServer.response("200 OK", body: "ok")
         }) { server in
             let clock = ManualClock()
-            let client = Client(baseURL: server.url) {
+            let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.retry = RetryPolicy(maximumRetries: 1)
                 $0.clock = clock
             }

@@ -14,7 +14,8 @@ struct FailureClassifierTests {
     /// The rule these tests set on the client: what retries count by default, and a `409` too.
     static let conflicts = FailureClassifier.transientFailures.or(.statuses([409]))
 
-    @Test func retriesFollowTheClientsClassifierUnlessTheirOwnIsSet() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func retriesFollowTheClientsClassifierUnlessTheirOwnIsSet(_ kind: TransportKind) async throws {
         let seen = NIOLockedValueBox<[String: Int]>([:])
         try await ScriptedServer.with({ received in
             // Each path: a 409 first, then a 200.
@@ -25,7 +26,7 @@ struct FailureClassifierTests {
             return count == 1 ? ScriptedServer.response("409 Conflict") : ScriptedServer.response("200 OK", body: "ok")
         }) { server in
             func sent(to path: String, retry: RetryPolicy, classifier: FailureClassifier?) async -> Int {
-                let client = Client(baseURL: server.url) {
+                let client = Client(baseURL: server.url, transport: kind.transport) {
                     $0.retryWithoutWaiting(retry)
                     $0.resilience.failureClassifier = classifier
                 }

@@ -11,11 +11,12 @@ import TrellisTesting
 struct RateLimitTests {
     /// 10 a second: one request every 100 ms. Three at once: the first goes, the others wait
     /// their turns, in order.
-    @Test func requestsGoOneTurnApart() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func requestsGoOneTurnApart(_ kind: TransportKind) async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", body: "ok") }) { server in
             let clock = ManualClock()
             let events = RecordedResilienceEvents()
-            let client = Client(baseURL: server.url) {
+            let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.resilience.rateLimit = RateLimit(requests: 10, per: .seconds(1))
                 $0.clock = clock
                 $0.observability.eventMonitors = [events]
@@ -98,19 +99,19 @@ struct RateLimitTests {
 
     /// An answer that says the quota is spent, in either family of fields, holds the key's
     /// requests until it resets.
-    @Test(arguments: [
+    @Test(arguments: TransportKind.allCases, [
         ["X-RateLimit-Remaining: 0", "X-RateLimit-Reset: 30"],
         ["RateLimit: \"default\";r=0;t=30"],
         ["RateLimit: limit=100, remaining=0, reset=30"],
         ["RateLimit-Remaining: 0", "RateLimit-Reset: 30"],
     ])
-    func anAnswerThatSaysTheQuotaIsSpentHoldsRequestsUntilItResets(_ fields: [String]) async throws {
+    func anAnswerThatSaysTheQuotaIsSpentHoldsRequestsUntilItResets(_ kind: TransportKind, _ fields: [String]) async throws {
         try await ScriptedServer.with({ received in
             received.target == "/spend" ? ScriptedServer.response("200 OK", fields) : ScriptedServer.response("200 OK", body: "ok")
         }) { server in
             let clock = ManualClock()
             let events = RecordedResilienceEvents()
-            let client = Client(baseURL: server.url) {
+            let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.resilience.rateLimit = RateLimit(requests: 1000, per: .seconds(1), maximumWait: .seconds(60))
                 $0.clock = clock
                 $0.observability.eventMonitors = [events]

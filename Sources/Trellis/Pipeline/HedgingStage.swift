@@ -11,11 +11,23 @@ struct HedgingStage: Stage {
     /// The client's clock, which delays and answer times are measured on.
     let clock: any ClientClock
     /// Whether ``clock`` is the system's, whose delays the event loop's timer watches; another
-    /// clock (a test's) is slept on.
-    var delaysOnTheEventLoop: Bool { clock is SystemClock }
+    /// clock (a test's) is slept on. Worked out once, not at each hedged call.
+    let delaysOnTheEventLoop: Bool
     /// One timer for the delays of all the client's calls: a call that starts or ends touches
     /// only its lock, where `Task.sleep` would schedule a timer per call.
     let delays = DeadlineTimer<HedgeRace> { $0.delayPassed() }
+
+    init(
+        hedging: Hedging, latencies: OriginStates<RecentLatencies>, budgets: OriginStates<RetryTokens>?,
+        failures: FailureClassifier?, clock: any ClientClock
+    ) {
+        self.hedging = hedging
+        self.latencies = latencies
+        self.budgets = budgets
+        self.failures = failures
+        self.clock = clock
+        delaysOnTheEventLoop = clock is SystemClock
+    }
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
         hedging.maximumHedges > 0 && request.canBeSentAgain

@@ -202,22 +202,22 @@ final class HedgeRace: Sendable {
             hedgeFailed()
             return
         }
-        let won = state.withLockedValue { state -> (waiting: CheckedContinuation<Response<ResponseBody>, any Error>?, Void)? in
+        let (won, waiting) = state.withLockedValue { state -> (Bool, CheckedContinuation<Response<ResponseBody>, any Error>?) in
             state.attemptsOut -= 1
-            guard !state.isDecided else { return nil }
+            guard !state.isDecided else { return (false, nil) }
             state.isDecided = true
             defer { state.waiting = nil }
             // The caller is still in its own attempt: it takes the answer when that ends.
             if state.waiting == nil { state.hedgeAnswer = response }
-            return (state.waiting, ())
+            return (true, state.waiting)
         }
-        guard let won else {
+        guard won else {
             await response.body.discard()
             return
         }
         record(latency)
         firstAttempt.callOff()
-        won.waiting?.resume(returning: response)
+        waiting?.resume(returning: response)
     }
 
     /// A hedge failed: when it was the last attempt out and the caller's own has failed, the

@@ -54,9 +54,9 @@ public struct SharedBackoff: Sendable {
 
     /// The pause `head` asks for, when `failures` counts it as a failure and it names one;
     /// `now` reads dates and reset times.
-    func pause(askedBy head: HTTPResponse, failures: FailureClassifier, now: Date) -> Duration? {
+    func pause(askedBy head: HTTPResponse, failures: FailureClassifier, now: @autoclosure () -> Date) -> Duration? {
         guard failures.isFailure(.answered(head)) else { return nil }
-        if let value = head.headerFields[.retryAfter], let delay = RetryAfter.delay(value, now: now) {
+        if let value = head.headerFields[.retryAfter], let delay = RetryAfter.delay(value, now: now()) {
             return delay > .zero ? delay : nil
         }
         guard let resetField, let value = head.headerFields[resetField.field],
@@ -64,7 +64,7 @@ public struct SharedBackoff: Sendable {
         else { return nil }
         let seconds = switch resetField.meaning {
         case .secondsFromNow: number
-        case .unixTime: number - now.timeIntervalSince1970
+        case .unixTime: number - now().timeIntervalSince1970
         }
         return seconds > 0 ? .saturating(seconds: seconds) : nil
     }
