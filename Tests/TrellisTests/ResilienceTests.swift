@@ -239,8 +239,10 @@ struct ResilienceTests {
     /// at the end.
     @Test func theConcurrencyLimitLosesNoWakeUpWhilePlacesAreFreedAndWaitersGiveUp() async throws {
         let limit = ConcurrencyLimit(maximumInFlight: 3, maximumWait: .seconds(3600))
-        let slots = OriginStates<ConcurrencySlots>(limit)
-        let stage = ConcurrencyLimitStage(slots: slots, clock: SystemClock())
+        var policies = Client.Configuration.Resilience()
+        policies.concurrencyLimit = limit
+        let origins = try #require(OriginRecords(policies, clock: SystemClock()))
+        let stage = ConcurrencyLimitStage(origins: origins, limit: limit, clock: SystemClock())
         let inFlight = NIOLockedValueBox((now: 0, most: 0))
         let next = Pipeline.Next(pipeline: Pipeline(stages: [], transport: MockTransport()), from: 0) { _, _ in
             inFlight.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
@@ -264,7 +266,7 @@ struct ResilienceTests {
         #expect(answered + cancelled == 200)
         #expect(answered >= 160)
         #expect(inFlight.withLockedValue { $0.most } <= 3)
-        let (stillInFlight, stillWaiting) = slots.update(request.origin) { ($0.inFlight, $0.waiters.count) }
+        let (stillInFlight, stillWaiting) = origins.record(for: request.origin).slots { ($0.inFlight, $0.waiters.count) }
         #expect(stillInFlight == 0 && stillWaiting == 0)
     }
 
@@ -555,6 +557,31 @@ struct ResilienceTests {
         #expect(latencies.value(at: 0.9) == .milliseconds(9))
         #expect(latencies.value(at: 0.95) == .milliseconds(100))
         #expect(latencies.value(at: 0.5) == .milliseconds(5))
+    }
+
+    // MARK: Origin records
+
+    /// The policies' one record per origin: none is kept when no policy needs one, a client
+    /// that calls endless origins keeps at most the table's capacity, and an origin whose
+    /// circuit is open is not forgotten to make room.
+    @Test func theOriginRecordsForgetIdleOriginsFirst() throws {
+        #expect(OriginRecords(Client.Configuration.Resilience(), clock: SystemClock()) == nil)
+        let breaker = CircuitBreaker(opensAfter: .consecutiveFailures(1), coolDown: .seconds(60))
+        var policies = Client.Configuration.Resilience()
+        policies.circuitBreaker = breaker
+        policies.retryBudget = RetryBudget()
+        let clock = ManualClock()
+        let origins = try #require(OriginRecords(policies, clock: clock))
+        let open = origins.record(for: "https://open.test")
+        let change = open.circuit { $0.record(failed: true, probe: false, clock: clock, breaker) }
+        #expect(change != nil)
+        let busy = origins.record(for: "https://busy.test")
+        busy.budget { $0.recordFailure() }
+        for number in 0..<(OriginRecords.capacity * 3) { _ = origins.record(for: "https://\(number).test") }
+        #expect(origins.count <= OriginRecords.capacity)
+        #expect(origins.record(for: "https://open.test") === open)
+        #expect(origins.record(for: "https://busy.test") === busy)
+        #expect(origins.record(for: "https://open.test").circuit { $0.phase } != .closed)
     }
 
     // MARK: Coalescing

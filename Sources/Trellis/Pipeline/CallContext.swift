@@ -14,6 +14,9 @@ struct CallContext: Sendable {
     /// given without an origin of their own are sent to it alone. `nil` on the first hop,
     /// whose origin is the request's.
     var origin: String?
+    /// What the resilience policies keep about the call's origin, looked up once per call by
+    /// ``RetryStage`` when the client has a policy that keeps one (``OriginRecords``).
+    var originRecord: OriginRecord?
     /// For the first attempt of a hedged call, which runs in the caller's task, how a hedge
     /// that answers first calls it off (``HedgingStage``).
     var cancellation: AttemptCancellation?

@@ -3,23 +3,25 @@ import Foundation
 /// The origin's ``CircuitBreaker`` around each attempt: refuses it while the circuit is open,
 /// lets it through as a probe when the cool-down is over, and records how it ended.
 struct CircuitBreakerStage: Stage {
-    let circuits: OriginStates<CircuitState>
+    let origins: OriginRecords
+    let breaker: CircuitBreaker
     /// What counts as a failure.
     private let failures: FailureClassifier
     /// The client's clock, which cool-downs and windows are measured on.
     let clock: any ClientClock
 
-    init(circuits: OriginStates<CircuitState>, clientFailures: FailureClassifier?, clock: any ClientClock) {
-        self.circuits = circuits
+    init(origins: OriginRecords, breaker: CircuitBreaker, clientFailures: FailureClassifier?, clock: any ClientClock) {
+        self.origins = origins
+        self.breaker = breaker
         self.clock = clock
-        failures = circuits.settings.failures(clientWide: clientFailures)
+        failures = breaker.failures(clientWide: clientFailures)
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        let breaker = circuits.settings
-        let origin = request.origin
+        let record = origins.record(of: request, call)
+        let origin = record.origin
         let probe: Bool
-        switch circuits.update(origin, { $0.admit(at: clock.instant, breaker) }) {
+        switch record.circuit({ $0.admit(at: clock.instant, breaker) }) {
         case .pass:
             probe = false
         case .probe(let halfOpened):
@@ -36,24 +38,25 @@ struct CircuitBreakerStage: Stage {
         } catch {
             let outcome = AttemptOutcome(failure: error)
             if let outcome, outcome.wasSent, failures.isFailure(outcome) {
-                record(failed: true, probe: probe, origin: origin, request: request, call: call)
+                note(failed: true, probe: probe, record: record, request: request, call: call)
             } else if error is CancellationError || Task.isCancelled || outcome?.wasSent == false {
                 // Nothing was learned about the origin: the attempt was given up, or a later
                 // policy (the shared pause, the concurrency limit) refused to send it.
-                if probe { circuits.update(origin) { $0.releaseProbe() } }
+                if probe { record.circuit { $0.releaseProbe() } }
             } else {
                 // The server answered, though not with something the call could use.
-                record(failed: false, probe: probe, origin: origin, request: request, call: call)
+                note(failed: false, probe: probe, record: record, request: request, call: call)
             }
             throw error
         }
-        record(failed: failures.isFailure(.answered(response.head)), probe: probe, origin: origin, request: request, call: call)
+        note(failed: failures.isFailure(.answered(response.head)), probe: probe, record: record, request: request, call: call)
         return response
     }
 
-    private func record(failed: Bool, probe: Bool, origin: String, request: Request, call: CallContext) {
-        let breaker = circuits.settings
-        let change = circuits.update(origin) { $0.record(failed: failed, probe: probe, clock: clock, breaker) }
+    /// Records how an attempt ended in the circuit, and reports the circuit's change.
+    private func note(failed: Bool, probe: Bool, record: OriginRecord, request: Request, call: CallContext) {
+        let origin = record.origin
+        let change = record.circuit { $0.record(failed: failed, probe: probe, clock: clock, breaker) }
         switch change {
         case .opened(let until, let detail):
             call.observation?.resilienceEvent(.circuitOpened(origin: origin, until: until, detail: detail), for: request)

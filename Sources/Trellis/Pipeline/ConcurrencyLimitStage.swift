@@ -1,27 +1,28 @@
 /// Holds each attempt to the origin's ``ConcurrencyLimit``: it goes at once while there is
 /// room, and otherwise waits in line for an attempt in flight to end.
 struct ConcurrencyLimitStage: Stage {
-    let slots: OriginStates<ConcurrencySlots>
+    let origins: OriginRecords
+    let limit: ConcurrencyLimit
     /// The client's clock, which the longest wait is measured on.
     let clock: any ClientClock
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        let origin = request.origin
-        try await enter(origin, request: request, call: call)
+        let record = origins.record(of: request, call)
+        try await enter(record, request: request, call: call)
         defer {
             // The place passes to the first waiter, if any, under the lock; it is resumed
             // outside.
-            slots.update(origin) { $0.release() }?.continuation.resume()
+            record.slots { $0.release() }?.continuation.resume()
         }
         return try await next(request, call)
     }
 
     /// Returns when the attempt has a place, or throws when it waited too long, found too many
     /// waiting, or was cancelled.
-    private func enter(_ origin: String, request: Request, call: CallContext) async throws {
-        let limit = slots.settings
+    private func enter(_ record: OriginRecord, request: Request, call: CallContext) async throws {
+        let origin = record.origin
         // Room at once, the common case: one lock, nothing more.
-        let waiterNumber = slots.update(origin) { state -> UInt64? in
+        let waiterNumber = record.slots { state -> UInt64? in
             guard state.inFlight >= limit.maximumInFlight || !state.waiters.isEmpty else {
                 state.inFlight += 1
                 return nil
@@ -50,7 +51,7 @@ struct ConcurrencyLimitStage: Stage {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                     // Looked at again, in the same lock as joining the line: a place may have
                     // come free since.
-                    let entry = slots.update(origin) { state -> Entry in
+                    let entry = record.slots { state -> Entry in
                         if state.inFlight < limit.maximumInFlight, state.waiters.isEmpty {
                             state.inFlight += 1
                             return .now
@@ -67,19 +68,19 @@ struct ConcurrencyLimitStage: Stage {
                     case .queued(let ahead):
                         call.observation?.resilienceEvent(.concurrencyLimitReached(origin: origin, ahead: ahead), for: request)
                         // Cancelled before the handler below could find it in line.
-                        if Task.isCancelled, let waiter = slots.update(origin, { $0.removeWaiter(id) }) {
+                        if Task.isCancelled, let waiter = record.slots({ $0.removeWaiter(id) }) {
                             waiter.continuation.resume(throwing: CancellationError())
                             return
                         }
-                        timer = Task { [slots, clock] in
+                        timer = Task { [clock] in
                             try? await clock.sleep(for: limit.maximumWait)
                             guard !Task.isCancelled else { return }
-                            slots.update(origin) { $0.removeWaiter(id) }?.continuation.resume(throwing: TrellisError.callRefused(tooLong))
+                            record.slots { $0.removeWaiter(id) }?.continuation.resume(throwing: TrellisError.callRefused(tooLong))
                         }
                     }
                 }
             } onCancel: {
-                slots.update(origin) { $0.removeWaiter(id) }?.continuation.resume(throwing: CancellationError())
+                record.slots { $0.removeWaiter(id) }?.continuation.resume(throwing: CancellationError())
             }
         } catch TrellisError.callRefused(let refusal) {
             call.observation?.resilienceEvent(.callRefused(refusal), for: request)

@@ -3,9 +3,11 @@
 /// (``HedgeRace``). Hedges run in a task the call makes, with its task-local values.
 struct HedgingStage: Stage {
     let hedging: Hedging
-    let latencies: OriginStates<RecentLatencies>
-    /// The origin's retry budget, which each hedge draws on, when the client has one.
-    let budgets: OriginStates<RetryTokens>?
+    /// The origins' records: their recent answer times, and their retry budgets, which each
+    /// hedge draws on, when the client has one.
+    let origins: OriginRecords
+    /// The client's retry budget, if any.
+    let budget: RetryBudget?
     /// The answers that do not win while another attempt is out; `nil` when every answer wins.
     let failures: FailureClassifier?
     /// The client's clock, which delays and answer times are measured on.
@@ -18,12 +20,11 @@ struct HedgingStage: Stage {
     let delays = DeadlineTimer<HedgeRace> { $0.delayPassed() }
 
     init(
-        hedging: Hedging, latencies: OriginStates<RecentLatencies>, budgets: OriginStates<RetryTokens>?,
-        failures: FailureClassifier?, clock: any ClientClock
+        hedging: Hedging, origins: OriginRecords, failures: FailureClassifier?, clock: any ClientClock
     ) {
         self.hedging = hedging
-        self.latencies = latencies
-        self.budgets = budgets
+        self.origins = origins
+        budget = origins.settings.retryBudget
         self.failures = failures
         self.clock = clock
         delaysOnTheEventLoop = clock is SystemClock
@@ -35,12 +36,12 @@ struct HedgingStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         var first = call
-        let origin = request.origin
+        let record = origins.record(of: request, call)
         let delay = switch hedging.delay {
         case .fixed(let delay): delay
-        case .percentile(let percentile, let initially): latencies.update(origin) { $0.value(at: percentile) } ?? initially
+        case .percentile(let percentile, let initially): record.latencies { $0.value(at: percentile) } ?? initially
         }
-        let race = HedgeRace(self, origin: origin, delay: delay, request: request, call: first, next: next)
+        let race = HedgeRace(self, record: record, delay: delay, request: request, call: first, next: next)
         first.cancellation = race.firstAttempt
         // Inherits the caller's task-local values and priority, and runs on this thread until it
         // waits for the delay.

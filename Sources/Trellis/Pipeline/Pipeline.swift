@@ -64,20 +64,25 @@ final class Pipeline: Sendable {
         let failures = configuration.resilience.failureClassifier
         let clock = configuration.clock
         stages.append(RetryStage(
-            policy: configuration.retry, logger: configuration.logger, budgets: resilience.budgets,
+            policy: configuration.retry, logger: configuration.logger, origins: resilience.origins,
             clientFailures: failures, clock: clock
         ))
-        if let hedging = resilience.hedging, let latencies = resilience.latencies {
-            stages.append(HedgingStage(
-                hedging: hedging, latencies: latencies, budgets: resilience.budgets,
-                failures: hedging.failureClassifier ?? failures, clock: clock
-            ))
-        }
-        if let circuits = resilience.circuits { stages.append(CircuitBreakerStage(circuits: circuits, clientFailures: failures, clock: clock)) }
-        if let pauses = resilience.pauses { stages.append(SharedBackoffStage(pauses: pauses, clientFailures: failures, clock: clock)) }
-        if let slots = resilience.slots { stages.append(ConcurrencyLimitStage(slots: slots, clock: clock)) }
-        if let budgets = resilience.budgets {
-            stages.append(RetryBudgetStage(budgets: budgets, policy: configuration.retry, clientFailures: failures))
+        // Each policy's stage works on the origin's record, which the retry stage looked up.
+        if let origins = resilience.origins {
+            let policies = origins.settings
+            if let hedging = policies.hedging {
+                stages.append(HedgingStage(hedging: hedging, origins: origins, failures: hedging.failureClassifier ?? failures, clock: clock))
+            }
+            if let breaker = policies.circuitBreaker {
+                stages.append(CircuitBreakerStage(origins: origins, breaker: breaker, clientFailures: failures, clock: clock))
+            }
+            if let backoff = policies.sharedBackoff {
+                stages.append(SharedBackoffStage(origins: origins, backoff: backoff, clientFailures: failures, clock: clock))
+            }
+            if let limit = policies.concurrencyLimit { stages.append(ConcurrencyLimitStage(origins: origins, limit: limit, clock: clock)) }
+            if let budget = policies.retryBudget {
+                stages.append(RetryBudgetStage(origins: origins, budget: budget, policy: configuration.retry, clientFailures: failures))
+            }
         }
         stages.append(TimeLimitStage(timeouts: configuration.timeouts))
         stages.append(RedirectStage(

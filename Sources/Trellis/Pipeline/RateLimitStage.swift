@@ -5,7 +5,7 @@ import Foundation
 /// quota is spent. On every hop, after the cache and coalescing, so that only requests that go
 /// out take a turn.
 struct RateLimitStage: Stage {
-    let turns: OriginStates<RateLimitTurns>
+    let turns: KeyedStates<RateLimitTurns>
     /// The client's clock, which turns are measured and waited on.
     let clock: any ClientClock
 

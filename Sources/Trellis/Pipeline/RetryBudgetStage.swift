@@ -2,7 +2,8 @@
 /// token, any other answer puts a share of one back. The retry and hedging stages ask the
 /// budget before they send another attempt.
 struct RetryBudgetStage: Stage {
-    let budgets: OriginStates<RetryTokens>
+    let origins: OriginRecords
+    let budget: RetryBudget
     /// The budget's classifier, else the client's, when either is set: it decides for every
     /// request.
     private let failures: FailureClassifier?
@@ -10,29 +11,29 @@ struct RetryBudgetStage: Stage {
     /// neither classifier is set.
     private let retryFailures: FailureClassifier
 
-    init(budgets: OriginStates<RetryTokens>, policy: RetryPolicy, clientFailures: FailureClassifier?) {
-        self.budgets = budgets
-        failures = budgets.settings.failureClassifier ?? clientFailures
+    init(origins: OriginRecords, budget: RetryBudget, policy: RetryPolicy, clientFailures: FailureClassifier?) {
+        self.origins = origins
+        self.budget = budget
+        failures = budget.failureClassifier ?? clientFailures
         retryFailures = policy.failures(clientWide: nil)
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let failures = failures ?? request.retryPolicy?.failures(clientWide: nil) ?? retryFailures
-        let budget = budgets.settings
-        let origin = request.origin
+        let record = origins.record(of: request, call)
         let response: Response<ResponseBody>
         do {
             response = try await next(request, call)
         } catch {
             if let outcome = AttemptOutcome(failure: error), outcome.wasSent, failures.isFailure(outcome) {
-                budgets.update(origin) { $0.recordFailure() }
+                record.budget { $0.recordFailure() }
             }
             throw error
         }
         if failures.isFailure(.answered(response.head)) {
-            budgets.update(origin) { $0.recordFailure() }
+            record.budget { $0.recordFailure() }
         } else {
-            budgets.update(origin) { $0.recordAnswer(budget) }
+            record.budget { $0.recordAnswer(budget) }
         }
         return response
     }

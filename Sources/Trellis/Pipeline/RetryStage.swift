@@ -10,8 +10,9 @@ import Logging
 struct RetryStage: Stage {
     let policy: RetryPolicy
     let logger: Logger
-    /// The client's retry budgets (``RetryBudget``), which each retry must be allowed by.
-    let budgets: OriginStates<RetryTokens>?
+    /// The client's origin records, looked up here once per call for every policy; their
+    /// retry budgets (``RetryBudget``), if on, must allow each retry.
+    let origins: OriginRecords?
     /// The client's classifier, for a request's own policy that has none.
     let clientFailures: FailureClassifier?
     /// What the client's policy retries, worked out once.
@@ -22,19 +23,21 @@ struct RetryStage: Stage {
     init(
         policy: RetryPolicy,
         logger: Logger,
-        budgets: OriginStates<RetryTokens>? = nil,
+        origins: OriginRecords? = nil,
         clientFailures: FailureClassifier? = nil,
         clock: any ClientClock = SystemClock()
     ) {
         self.policy = policy
         self.clock = clock
         self.logger = logger
-        self.budgets = budgets
+        self.origins = origins
         self.clientFailures = clientFailures
         failures = policy.failures(clientWide: clientFailures)
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        var call = call
+        if let origins { call.originRecord = origins.record(for: request.origin) }
         let maximumRetries = request.maximumRetries
         let retries = request.retryPolicy.map { $0.allowsRetrying(request, maximumRetries: maximumRetries) }
             ?? RetryPolicy.allowsRetrying(
@@ -100,9 +103,10 @@ struct RetryStage: Stage {
     /// Whether the origin's retry budget, if the client has one, allows another attempt; a
     /// refusal is reported.
     private func budgetAllows(_ request: Request, _ call: CallContext) -> Bool {
-        guard let budgets else { return true }
-        let origin = request.origin
-        let budget = budgets.retryAllowance(origin)
+        guard let origins, let settings = origins.settings.retryBudget else { return true }
+        let record = origins.record(of: request, call)
+        let origin = record.origin
+        let budget = record.retryAllowance(settings)
         if !budget.allowed {
             logger.debug("\(RequestLog.summary(request)): not retried, the retry budget of \(origin) is spent")
             call.observation?.resilienceEvent(.retryRefusedByBudget(origin: origin, tokens: budget.tokens), for: request)

@@ -3,23 +3,25 @@ import Foundation
 /// Holds each attempt until the origin's pause (``SharedBackoff``) is over, and starts a
 /// pause when a response asks for one.
 struct SharedBackoffStage: Stage {
-    let pauses: OriginStates<BackoffPause>
+    let origins: OriginRecords
+    let backoff: SharedBackoff
     /// The answers whose pauses are shared.
     private let failures: FailureClassifier
     /// The client's clock, which pauses are measured and waited on.
     let clock: any ClientClock
 
-    init(pauses: OriginStates<BackoffPause>, clientFailures: FailureClassifier?, clock: any ClientClock) {
-        self.pauses = pauses
+    init(origins: OriginRecords, backoff: SharedBackoff, clientFailures: FailureClassifier?, clock: any ClientClock) {
+        self.origins = origins
+        self.backoff = backoff
         self.clock = clock
-        failures = pauses.settings.failures(clientWide: clientFailures)
+        failures = backoff.failures(clientWide: clientFailures)
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        let backoff = pauses.settings
-        let origin = request.origin
+        let record = origins.record(of: request, call)
+        let origin = record.origin
         // Again after each wait: another answer may have made the pause longer meanwhile.
-        while let until = pauses.update(origin, { $0.until }), case let now = clock.instant, until > now {
+        while let until = record.pause({ $0.until }), case let now = clock.instant, until > now {
             let ends = clock.now.addingTimeInterval((until - now).inSeconds)
             guard until - now <= backoff.maximumWait else {
                 let refusal = CallRefusal(
@@ -35,7 +37,7 @@ struct SharedBackoffStage: Stage {
         let response = try await next(request, call)
         if let pause = backoff.pause(askedBy: response.head, failures: failures, now: clock.now) {
             let until = clock.instant + pause
-            pauses.update(origin) { state in state.until = max(state.until ?? until, until) }
+            record.pause { state in state.until = max(state.until ?? until, until) }
             call.observation?.resilienceEvent(
                 .backoffStarted(origin: origin, status: response.status.code, until: clock.now.addingTimeInterval(pause.inSeconds)),
                 for: request

@@ -39,15 +39,15 @@ final class HedgeRace: Sendable {
 
     private let state = NIOLockedValueBox(State())
     private let stage: HedgingStage
-    private let origin: String
+    private let record: OriginRecord
     private let delay: Duration
     private let request: Request
     private let call: CallContext
     private let next: Pipeline.Next
 
-    init(_ stage: HedgingStage, origin: String, delay: Duration, request: Request, call: CallContext, next: Pipeline.Next) {
+    init(_ stage: HedgingStage, record: OriginRecord, delay: Duration, request: Request, call: CallContext, next: Pipeline.Next) {
         self.stage = stage
-        self.origin = origin
+        self.record = record
         self.delay = delay
         self.request = request
         var hedge = call
@@ -72,7 +72,7 @@ final class HedgeRace: Sendable {
             await response.body.discard()
             return hedgeAnswer
         }
-        record(latency)
+        noteAnswerTime(latency)
         return response
     }
 
@@ -115,8 +115,12 @@ final class HedgeRace: Sendable {
     /// call is decided, every hedge has been sent, the origin's retry budget refuses, or this
     /// task is cancelled (the caller's way of ending it).
     func sendHedges() async {
+        // The group only once a hedge goes: most calls are decided before the delay.
+        await delayPasses()
+        guard !Task.isCancelled, admitHedge() else { return }
         await withDiscardingTaskGroup { hedges in
-            for _ in 0..<stage.hedging.maximumHedges {
+            hedges.addTask { await self.sendHedge() }
+            for _ in 1..<stage.hedging.maximumHedges {
                 await delayPasses()
                 guard !Task.isCancelled, admitHedge() else { return }
                 hedges.addTask { await self.sendHedge() }
@@ -168,8 +172,8 @@ final class HedgeRace: Sendable {
         enum Step { case none, refused(tokens: Double), send }
         let step = state.withLockedValue { state -> Step in
             guard !state.isDecided else { return .none }
-            if let budgets = stage.budgets, case let budget = budgets.retryAllowance(origin), !budget.allowed {
-                return .refused(tokens: budget.tokens)
+            if let budget = stage.budget, case let allowance = record.retryAllowance(budget), !allowance.allowed {
+                return .refused(tokens: allowance.tokens)
             }
             state.attemptsOut += 1
             return .send
@@ -178,10 +182,10 @@ final class HedgeRace: Sendable {
         case .none:
             return false
         case .refused(let tokens):
-            call.observation?.resilienceEvent(.retryRefusedByBudget(origin: origin, tokens: tokens), for: request)
+            call.observation?.resilienceEvent(.retryRefusedByBudget(origin: record.origin, tokens: tokens), for: request)
             return false
         case .send:
-            call.observation?.resilienceEvent(.hedgeSent(origin: origin, after: delay), for: request)
+            call.observation?.resilienceEvent(.hedgeSent(origin: record.origin, after: delay), for: request)
             return true
         }
     }
@@ -215,7 +219,7 @@ final class HedgeRace: Sendable {
             await response.body.discard()
             return
         }
-        record(latency)
+        noteAnswerTime(latency)
         firstAttempt.callOff()
         waiting?.resume(returning: response)
     }
@@ -239,7 +243,7 @@ final class HedgeRace: Sendable {
         stage.failures?.isFailure(.answered(response.head)) ?? false
     }
 
-    private func record(_ latency: Duration) {
-        if case .percentile = stage.hedging.delay { stage.latencies.update(origin) { $0.record(latency) } }
+    private func noteAnswerTime(_ latency: Duration) {
+        if case .percentile = stage.hedging.delay { record.latencies { $0.record(latency) } }
     }
 }

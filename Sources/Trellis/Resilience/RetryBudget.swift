@@ -55,9 +55,9 @@ struct RetryTokens: OriginState {
     func allowsRetry(_ budget: RetryBudget) -> Bool { tokens > budget.maximumTokens / 2 }
 }
 
-extension OriginStates where State == RetryTokens {
-    /// Whether `origin`'s budget allows a retry or a hedge now, and the tokens it holds.
-    func retryAllowance(_ origin: String) -> (allowed: Bool, tokens: Double) {
-        update(origin) { ($0.allowsRetry(settings), $0.tokens) }
+extension OriginRecord {
+    /// Whether the origin's budget allows a retry or a hedge now, and the tokens it holds.
+    func retryAllowance(_ budget: RetryBudget) -> (allowed: Bool, tokens: Double) {
+        self.budget { ($0.allowsRetry(budget), $0.tokens) }
     }
 }

@@ -9,13 +9,12 @@ protocol OriginState: Sendable {
     func isIdle(_ settings: Settings, at now: ContinuousClock.Instant) -> Bool
 }
 
-/// A policy's state for every origin a client calls, behind one lock.
+/// A policy's state for every key it is given, behind one lock: the rate limit's turns, whose
+/// key is the origin unless the user names another.
 ///
-/// The table holds at most ``capacity`` origins that are not idle: when it is full, idle ones
-/// are forgotten first, so a client that calls endless origins does not keep them all. An
-/// origin with calls in flight is never idle, so the table only outgrows its capacity by
-/// what is in flight.
-final class OriginStates<State: OriginState>: Sendable {
+/// The table holds at most ``capacity`` keys that are not idle: when it is full, idle ones
+/// are forgotten first, so a client that calls endless origins does not keep them all.
+final class KeyedStates<State: OriginState>: Sendable {
     let settings: State.Settings
     /// The client's clock, for the states that keep time.
     private let clock: any ClientClock
@@ -28,15 +27,15 @@ final class OriginStates<State: OriginState>: Sendable {
         self.clock = clock
     }
 
-    /// Runs `body` on the state of `origin`, under the lock.
-    func update<Result>(_ origin: String, _ body: (inout State) -> Result) -> Result {
+    /// Runs `body` on the state of `key`, under the lock.
+    func update<Result>(_ key: String, _ body: (inout State) -> Result) -> Result {
         states.withLockedValue { states in
-            // The count first: looking the origin up hashes it, and copies its state out.
-            if states.count >= Self.capacity, states[origin] == nil {
+            // The count first: looking the key up hashes it, and copies its state out.
+            if states.count >= Self.capacity, states[key] == nil {
                 let now = clock.instant
                 states = states.filter { !$0.value.isIdle(settings, at: now) }
             }
-            return body(&states[origin, default: State(settings)])
+            return body(&states[key, default: State(settings)])
         }
     }
 }
