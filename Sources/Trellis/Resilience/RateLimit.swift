@@ -11,6 +11,9 @@
 /// ``TrellisError/callRefused(_:)``, naming the key and when it may go. Waits are taken on the
 /// client's clock (``Client/Configuration-swift.struct/clock``).
 ///
+/// With ``sharing``, the quota is one for every process that shares its store
+/// (``RateLimitSharing``): a fleet of replicas keeps within an API's quota together.
+///
 /// The limit also learns from answers: one that says the quota is spent (`RateLimit` with
 /// `r=0` or `remaining=0`, `RateLimit-Remaining: 0` or `X-RateLimit-Remaining: 0`) and when it
 /// resets (`t=`, `reset=`, `RateLimit-Reset` or `X-RateLimit-Reset`, in seconds or as a Unix
@@ -37,6 +40,8 @@ public struct RateLimit: Sendable {
     /// The key each request is counted under; `nil` counts each origin (`scheme://host:port`)
     /// apart. Requests with the same key share a quota.
     public var key: (@Sendable (Request) -> String)?
+    /// How the quota is shared with other processes; `nil` keeps it in this process.
+    public var sharing: RateLimitSharing?
 
     /// A limit of `requests` per `period`, each key counted apart.
     public init(
@@ -44,13 +49,15 @@ public struct RateLimit: Sendable {
         per period: Duration,
         burst: Int = 1,
         maximumWait: Duration = .seconds(30),
-        key: (@Sendable (Request) -> String)? = nil
+        key: (@Sendable (Request) -> String)? = nil,
+        sharing: RateLimitSharing? = nil
     ) {
         self.requests = max(1, requests)
         self.period = max(.nanoseconds(1), period)
         self.burst = max(1, burst)
         self.maximumWait = max(.zero, maximumWait)
         self.key = key
+        self.sharing = sharing
     }
 
     /// The key `request` is counted under.

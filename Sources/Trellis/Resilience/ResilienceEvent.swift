@@ -34,6 +34,10 @@ public enum ResilienceEvent: Sendable {
     /// An answer said `key`'s quota is spent until `until`: its requests wait, or are refused,
     /// until then.
     case rateLimitSpent(origin: String, key: String, until: Date)
+    /// The store a policy shares with other processes failed (`detail` says how): the policy
+    /// goes on with this process's own state, or refuses calls, as its setting says
+    /// (``SharedStateFailure``). `policy` names it: `rate_limit`.
+    case sharedStateFailed(origin: String, policy: String, detail: String)
     /// A policy refused the call before it was sent; the call fails with
     /// ``TrellisError/callRefused(_:)``.
     case callRefused(CallRefusal)
@@ -44,7 +48,7 @@ public enum ResilienceEvent: Sendable {
         case .retryRefusedByBudget(let origin, _), .circuitOpened(let origin, _, _), .circuitHalfOpened(let origin),
             .circuitClosed(let origin), .concurrencyLimitReached(let origin, _), .backoffStarted(let origin, _, _),
             .waitedForBackoff(let origin, _), .hedgeSent(let origin, _), .coalesced(let origin),
-            .waitedForRateLimit(let origin, _, _), .rateLimitSpent(let origin, _, _):
+            .waitedForRateLimit(let origin, _, _), .rateLimitSpent(let origin, _, _), .sharedStateFailed(let origin, _, _):
             origin
         case .callRefused(let refusal): refusal.origin
         }
@@ -53,7 +57,7 @@ public enum ResilienceEvent: Sendable {
     /// The event's name in spans and metrics: `retry_refused_by_budget`, `circuit_opened`,
     /// `circuit_half_opened`, `circuit_closed`, `concurrency_limit_reached`,
     /// `backoff_started`, `waited_for_backoff`, `hedge_sent`, `coalesced`,
-    /// `waited_for_rate_limit`, `rate_limit_spent` or `call_refused`.
+    /// `waited_for_rate_limit`, `rate_limit_spent`, `shared_state_failed` or `call_refused`.
     public var name: String {
         switch self {
         case .retryRefusedByBudget: "retry_refused_by_budget"
@@ -67,6 +71,7 @@ public enum ResilienceEvent: Sendable {
         case .coalesced: "coalesced"
         case .waitedForRateLimit: "waited_for_rate_limit"
         case .rateLimitSpent: "rate_limit_spent"
+        case .sharedStateFailed: "shared_state_failed"
         case .callRefused: "call_refused"
         }
     }
