@@ -1,6 +1,6 @@
 // The resilience part of the tour: a service protecting itself and a flaky dependency with a
-// retry budget, a circuit breaker and shared backoff; identical reads coalesced; a slow tail
-// hedged.
+// retry budget, a circuit breaker and shared backoff; identical reads coalesced; a client-side
+// rate limit; a slow tail hedged.
 import Foundation
 import Hummingbird
 import NIOConcurrencyHelpers
@@ -25,6 +25,9 @@ enum FlakyDependencyRoutes {
             let number = catalogueRequests.next()
             try await Task.sleep(for: .milliseconds(200))
             return Hummingbird.Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "catalogue, fetch \(number)")))
+        }
+        router.get("metered") { _, _ -> Hummingbird.Response in
+            Hummingbird.Response(status: .ok)
         }
         let searchRequests = NIOLockedValueBox(0)
         router.get("search") { _, _ -> Hummingbird.Response in
@@ -100,6 +103,18 @@ func resilienceTour(_ baseURL: URL) async throws {
         return try await group.reduce(into: Set<String>()) { $0.insert($1) }
     }
     print("  50 callers, answers seen: \(bodies.sorted())")
+
+    step("A client-side rate limit: 20 calls at once under 50 a second, 5 at once after a quiet spell")
+    let metered = Client(baseURL: baseURL) {
+        $0.resilience.rateLimit = RateLimit(requests: 50, per: .seconds(1), burst: 5)
+    }
+    let meter = try Trellis.Request(method: .get, url: baseURL.appending(path: "metered"))
+    let meteredStart = ContinuousClock.now
+    let answered = try await withThrowingTaskGroup(of: Duration.self) { group in
+        for _ in 0..<20 { group.addTask { _ = try await metered.data(for: meter); return .now - meteredStart } }
+        return try await group.reduce(into: [Duration]()) { $0.append($1) }.sorted()
+    }
+    print("  the first 5 answered within \(inMilliseconds(answered[4])), the last after \(inMilliseconds(answered[19])) (one every 20 ms after the burst)")
 
     step("Hedging: a second attempt when the first is slower than usual")
     let hedged = Client(baseURL: baseURL) {
