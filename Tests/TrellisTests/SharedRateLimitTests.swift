@@ -20,6 +20,7 @@ struct SharedRateLimitTests {
             var batchesTaken = 0
             var holds: [(key: String, duration: Duration)] = []
             var failing = false
+            var askedWhileFailing = 0
         }
         let state = NIOLockedValueBox(State())
         let clock: any ClientClock
@@ -39,7 +40,10 @@ struct SharedRateLimitTests {
         func takeTurns(_ count: Int, of key: String, under limit: RateLimit) async throws -> [Duration] {
             if let gate { for await _ in gate { break } }
             return try state.withLockedValue { state in
-                guard !state.failing else { throw Unavailable() }
+                guard !state.failing else {
+                    state.askedWhileFailing += 1
+                    throw Unavailable()
+                }
                 state.batchesTaken += 1
                 let now = clock.instant
                 let first = max(state.nextTurn[key] ?? now, now)
@@ -129,6 +133,23 @@ struct SharedRateLimitTests {
             _ = try await client.data(for: request)
             #expect(store.state.withLockedValue { $0.batchesTaken } == 1)
             #expect(events.names.count == 3)
+        }
+    }
+
+    /// With `retryStoreAfter` zero, every call asks the failing store once, and goes on alone.
+    @Test func aStoreAskedAgainAtOnceIsAskedOncePerCall() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
+            let store = ScheduleStore(clock: SystemClock())
+            store.state.withLockedValue { $0.failing = true }
+            let client = Client(baseURL: server.url) {
+                $0.resilience.rateLimit = RateLimit(
+                    requests: 100, per: .seconds(1), burst: 10, sharing: RateLimitSharing(store: store, retryStoreAfter: .zero)
+                )
+            }
+            let request = try Request(method: .get, url: server.url)
+            for _ in 0..<3 { _ = try await client.data(for: request) }
+            #expect(server.requests.count == 3)
+            #expect(store.state.withLockedValue { $0.askedWhileFailing } == 3)
         }
     }
 

@@ -90,15 +90,18 @@ struct RateLimitStage: Stage {
             case wait(Task<Void, Never>)
             case storeFailed(String)
         }
+        // Whether this caller has waited for a batch: if that one failed, the caller is done with
+        // the store, whatever `retryStoreAfter` says (at zero it would ask again, endlessly).
+        var waitedForABatch = false
         while true {
             let now = clock.instant
-            let step = shared.update(key) { state -> Step in
+            let step = shared.update(key) { [waitedForABatch] state -> Step in
                 if let first = state.turns.first {
                     guard first - now <= limit.maximumWait else { return .tooFar(first) }
                     state.turns.removeFirst()
                     return .turn(first)
                 }
-                if let failure = state.storeFailure, failure.until > now { return .storeFailed(failure.detail) }
+                if let failure = state.storeFailure, waitedForABatch || failure.until > now { return .storeFailed(failure.detail) }
                 if let fetch = state.fetch { return .wait(fetch) }
                 let fetch = Task { await takeBatch(key, sharing, shared) }
                 state.fetch = fetch
@@ -111,6 +114,7 @@ struct RateLimitStage: Stage {
                 throw refusal(request, call, key: key, turnIn: goesAt - now)
             case .wait(let fetch):
                 await fetch.value
+                waitedForABatch = true
                 try Task.checkCancellation()
             case .storeFailed(let detail):
                 call.observation?.resilienceEvent(
