@@ -103,6 +103,23 @@ struct SharedRateLimitTests {
         }
     }
 
+    /// A client and the clients derived from it (a service's) draw on one batch.
+    @Test func derivedClientsShareTheProcesssBatch() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
+            let store = ScheduleStore(clock: SystemClock())
+            let client = Client(baseURL: server.url) {
+                $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), burst: 10, sharing: RateLimitSharing(store: store, batch: 5))
+            }
+            let derived = client.adding(middlewares: [try APIKey(.header("X-Key"), "service")])
+            let request = try Request(method: .get, url: server.url)
+            for _ in 0..<2 {
+                _ = try await client.data(for: request)
+                _ = try await derived.data(for: request)
+            }
+            #expect(store.state.withLockedValue { $0.batchesTaken } == 1)
+        }
+    }
+
     /// The store fails: with `continueInProcess`, calls go on under the process's own limit,
     /// each says so in an event, and the store is not asked again until `retryStoreAfter` has
     /// passed; then it is used again.

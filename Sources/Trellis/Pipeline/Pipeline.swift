@@ -108,7 +108,7 @@ final class Pipeline: Sendable {
             stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
         }
         // Only what goes out takes a turn: after the cache, coalescing and the refusals.
-        if let turns = resilience.turns { stages.append(RateLimitStage(turns: turns, clock: clock, logger: configuration.logger)) }
+        if let turns = resilience.turns { stages.append(RateLimitStage(turns: turns, sharedTurns: resilience.sharedTurns, clock: clock, logger: configuration.logger)) }
         stages.append(HopObservationStage(transportDecodes: settings.transport.decodesContentEncoding))
         if configuration.logger.logLevel <= .debug {
             stages.append(LoggingStage(logger: configuration.logger))

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 
 /// Holds each request that leaves for the network until its key's turn under the client's
 /// ``RateLimit``, refuses one whose turn is too far away, and learns from each answer when the
@@ -17,12 +16,6 @@ struct RateLimitStage: Stage {
     let clock: any ClientClock
     let logger: Logger
 
-    init(turns: KeyedStates<RateLimitTurns>, clock: any ClientClock, logger: Logger) {
-        self.turns = turns
-        self.clock = clock
-        self.logger = logger
-        sharedTurns = turns.settings.sharing.map { _ in KeyedStates(turns.settings, clock: clock) }
-    }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let limit = turns.settings
@@ -176,48 +169,4 @@ struct RateLimitStage: Stage {
         call.observation?.resilienceEvent(.callRefused(refusal), for: request)
         return TrellisError.callRefused(refusal)
     }
-}
-
-/// A store's time limit: `operation`'s result, or ``SharedStateTimeout`` once `limit` has
-/// passed on `clock`, whichever comes first. The operation runs in a task of its own, which is
-/// cancelled at the limit and not waited for: a store that ignores cancellation cannot hold
-/// the caller past its limit.
-func withTimeLimit<Value: Sendable>(
-    _ limit: Duration,
-    on clock: any ClientClock,
-    _ operation: @escaping @Sendable () async throws -> Value
-) async throws -> Value {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
-        // Whichever ends first takes the continuation.
-        let pending = NIOLockedValueBox<CheckedContinuation<Value, any Error>?>(continuation)
-        let take: @Sendable () -> CheckedContinuation<Value, any Error>? = { pending.withLockedValue { waiting in
-            defer { waiting = nil }
-            return waiting
-        } }
-        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
-        let work = Task {
-            let result: Result<Value, any Error>
-            do {
-                result = .success(try await operation())
-            } catch {
-                result = .failure(error)
-            }
-            timer.withLockedValue { $0 }?.cancel()
-            take()?.resume(with: result)
-        }
-        timer.withLockedValue { timer in
-            timer = Task {
-                try? await clock.sleep(for: limit)
-                guard !Task.isCancelled, let waiting = take() else { return }
-                work.cancel()
-                waiting.resume(throwing: SharedStateTimeout(limit: limit))
-            }
-        }
-    }
-}
-
-/// A shared store did not answer within its time limit.
-struct SharedStateTimeout: Error, CustomStringConvertible {
-    let limit: Duration
-    var description: String { "no answer within \(limit)" }
 }

@@ -9,10 +9,14 @@ final class ResilienceState: Sendable {
     /// Kept apart from the origins' records: the rate limit's key may be one the user names
     /// (an account), and it is taken on every hop, not once per call.
     let turns: KeyedStates<RateLimitTurns>?
+    /// With a shared rate limit, the turns this process took from its store and has not used:
+    /// here, so that a service's calls and the client's draw on one batch.
+    let sharedTurns: KeyedStates<SharedRateLimitTurns>?
 
     init(_ settings: Client.Configuration.Resilience, clock: any ClientClock) {
         origins = OriginRecords(settings, clock: clock)
         calls = settings.coalescing.map { InFlightCalls($0) }
         turns = settings.rateLimit.map { KeyedStates($0, clock: clock) }
+        sharedTurns = settings.rateLimit.flatMap { limit in limit.sharing.map { _ in KeyedStates(limit, clock: clock) } }
     }
 }
