@@ -103,20 +103,19 @@ final class AccessTokenAuthorizer: Sendable {
     private func performRefresh(
         _ label: String,
         replacing stale: AccessToken?,
-        using refresh: AccessTokenRequirement.Refresh
+        using refresh: @escaping AccessTokenRequirement.Refresh
     ) async throws -> AccessToken {
-        let stored = try await settings.storage.fetch(for: label)
-        if let stored, stored.accessToken != stale?.accessToken, !stored.isExpired(leeway: settings.expiryLeeway) {
-            return stored
-        }
         do {
-            let converted = try await Self.$refreshingLabel.withValue(label) {
-                try await refresh(stored ?? stale)
+            // A fleet's storage runs the refresh under its lock, with the token stored when the
+            // lock was taken, and stores the new one itself.
+            if let shared = settings.storage as? any SharedAccessTokenStorage {
+                return try await shared.refreshOnce(label) { stored in
+                    try await self.token(label, stored: stored, replacing: stale, using: refresh)
+                }
             }
-            guard let token = converted.convert() else {
-                throw TrellisError.authenticationRequired(AuthenticationFailure(label: label, reason: "the refresh hook returned no token"))
-            }
-            try await settings.storage.store(token, for: label)
+            let stored = try await settings.storage.fetch(for: label)
+            let token = try await token(label, stored: stored, replacing: stale, using: refresh)
+            if token != stored { try await settings.storage.store(token, for: label) }
             return token
         } catch let error where isRefusal(error) {
             try? await settings.storage.delete(for: label)
@@ -125,6 +124,26 @@ final class AccessTokenAuthorizer: Sendable {
                 AuthenticationFailure(label: label, reason: "the token refresh was refused, so the stored token was deleted", underlying: error)
             )
         }
+    }
+
+    /// `stored` when it has replaced `stale` and has not expired (another caller refreshed
+    /// first); otherwise a new token from `refresh`.
+    private func token(
+        _ label: String,
+        stored: AccessToken?,
+        replacing stale: AccessToken?,
+        using refresh: AccessTokenRequirement.Refresh
+    ) async throws -> AccessToken {
+        if let stored, stored.accessToken != stale?.accessToken, !stored.isExpired(leeway: settings.expiryLeeway) {
+            return stored
+        }
+        let converted = try await Self.$refreshingLabel.withValue(label) {
+            try await refresh(stored ?? stale)
+        }
+        guard let token = converted.convert() else {
+            throw TrellisError.authenticationRequired(AuthenticationFailure(label: label, reason: "the refresh hook returned no token"))
+        }
+        return token
     }
 
     /// Whether a refresh failed because the credentials are no good (log in again), as

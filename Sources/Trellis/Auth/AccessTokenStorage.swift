@@ -50,6 +50,12 @@ public struct AccessTokenStorageError: Error, Sendable, CustomStringConvertible 
     /// What went wrong.
     public let reason: String
 
+    /// A failure of the storage at `location`, for `reason`.
+    public init(location: String, reason: String) {
+        self.location = location
+        self.reason = reason
+    }
+
     public var description: String { "access token storage \(location): \(reason)" }
 }
 

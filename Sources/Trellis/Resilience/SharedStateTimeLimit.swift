@@ -3,8 +3,9 @@ import NIOConcurrencyHelpers
 /// A store's time limit: `operation`'s result, or ``SharedStateTimeout`` once `limit` has
 /// passed on `clock`, whichever comes first. The operation runs in a task of its own, which is
 /// cancelled at the limit and not waited for: a store that ignores cancellation cannot hold
-/// the caller past its limit.
-func withTimeLimit<Value: Sendable>(
+/// the caller past its limit. (`package`: `TrellisPostgres` holds its statements to the same
+/// limits.)
+package func withTimeLimit<Value: Sendable>(
     _ limit: Duration,
     on clock: any ClientClock,
     _ operation: @escaping @Sendable () async throws -> Value
@@ -39,7 +40,7 @@ func withTimeLimit<Value: Sendable>(
 }
 
 /// A shared store did not answer within its time limit.
-struct SharedStateTimeout: Error, CustomStringConvertible {
-    let limit: Duration
-    var description: String { "no answer within \(limit)" }
+package struct SharedStateTimeout: Error, CustomStringConvertible {
+    package let limit: Duration
+    package var description: String { "no answer within \(limit)" }
 }
