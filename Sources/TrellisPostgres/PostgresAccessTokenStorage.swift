@@ -1,0 +1,251 @@
+#if Postgres
+import Foundation
+public import Logging
+import NIOConcurrencyHelpers
+public import PostgresNIO
+public import Trellis
+
+/// Access tokens kept in a PostgreSQL table that a fleet of processes shares, refreshed by one
+/// process at a time: a ``Trellis/SharedAccessTokenStorage``.
+///
+/// A refresh takes a transaction-scoped advisory lock on the label, reads the token stored now,
+/// refreshes only when no other process has done so meanwhile, and stores the new token before
+/// it commits. The others wait for the lock (up to ``lockWait``) and read that token. A process
+/// that dies while it refreshes ends its session, and PostgreSQL releases its lock with it.
+///
+/// Each process keeps the token it last read or stored in memory, so a call whose token is
+/// good costs no round trip; it reads the table again when its token has expired or was
+/// refused.
+///
+/// ```swift
+/// let postgres = PostgresClient(configuration: configuration)   // run it beside your service
+/// let tokens = PostgresAccessTokenStorage(client: postgres)
+/// try await tokens.createTable()
+/// let client = Client(baseURL: url) {
+///     $0.accessTokens = AccessTokenSettings(storage: tokens, refresher: MyRefresher())
+/// }
+/// ```
+///
+/// The table holds tokens as they are: keep the database's access to the services that may
+/// use them.
+public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
+    /// The client of the database every process shares; the caller runs it.
+    public let client: PostgresClient
+    /// The table's name, a plain SQL identifier.
+    public let table: String
+    /// How long each statement, and the wait for a connection, may take before the database
+    /// counts as failed.
+    public let timeLimit: Duration
+    /// How long a process waits for another's refresh (the advisory lock) before it gives up.
+    public let lockWait: Duration
+    /// What the storage does while the database fails: `.refuseCalls` (the default) fails a
+    /// refresh rather than refresh without the fleet's lock, as an authorization server that
+    /// rotates refresh tokens requires; `.continueInProcess` refreshes in this process alone
+    /// and keeps the token in memory until the database answers again.
+    public let whenDatabaseFails: SharedStateFailure
+    private let logger: Logger
+    private let tokens = NIOLockedValueBox<[String: AccessToken]>([:])
+
+    /// A storage in `table` of the database `client` reaches.
+    ///
+    /// - Precondition: `table` is a plain SQL identifier: letters, digits and underscores, not
+    ///   starting with a digit.
+    public init(
+        client: PostgresClient,
+        table: String = "trellis_access_tokens",
+        timeLimit: Duration = .seconds(2),
+        lockWait: Duration = .seconds(30),
+        whenDatabaseFails: SharedStateFailure = .refuseCalls,
+        logger: Logger = Logger(label: "trellis.postgres")
+    ) {
+        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresAccessTokenStorage: \(table) is not a plain SQL identifier")
+        self.client = client
+        self.table = table
+        self.timeLimit = timeLimit
+        self.lockWait = lockWait
+        self.whenDatabaseFails = whenDatabaseFails
+        self.logger = logger
+    }
+
+    /// The statement that creates the storage's table, for a migration of your own.
+    public var migration: String {
+        """
+        CREATE TABLE IF NOT EXISTS \(table) (
+            label text PRIMARY KEY,
+            token text NOT NULL
+        )
+        """
+    }
+
+    /// Creates the storage's table if it is not there.
+    public func createTable() async throws {
+        try await client.query(PostgresQuery(unsafeSQL: migration), logger: logger)
+    }
+
+    public func store(_ token: AccessToken, for label: String) async throws {
+        tokens.withLockedValue { $0[label] = token }
+        _ = try await tolerating("store the token of \(label)") {
+            try await self.limited { try await self.write(token, for: label, on: nil) }
+        }
+    }
+
+    public func fetch(for label: String) async throws -> AccessToken? {
+        if let token = tokens.withLockedValue({ $0[label] }) { return token }
+        let token = try await tolerating("read the token of \(label)") {
+            try await self.limited { try await self.read(label, on: nil) }
+        }
+        if let token { tokens.withLockedValue { $0[label] = token } }
+        return token
+    }
+
+    public func delete(for label: String) async throws {
+        tokens.withLockedValue { $0[label] = nil }
+        _ = try await tolerating("delete the token of \(label)") {
+            var bindings = PostgresBindings()
+            bindings.append(label)
+            let query = PostgresQuery(unsafeSQL: "DELETE FROM \(self.table) WHERE label = $1", binds: bindings)
+            try await self.limited { _ = try await self.client.query(query, logger: self.logger) }
+        }
+    }
+
+    public func refreshOnce(
+        _ label: String,
+        _ refresh: @escaping @Sendable (AccessToken?) async throws -> AccessToken
+    ) async throws -> AccessToken {
+        // The refresh's own errors go to the caller as they are; the database's are met as
+        // `whenDatabaseFails` says. A token the refresh returned is never thrown away: the
+        // authorization server may have spent the old refresh token on it.
+        let refreshed = NIOLockedValueBox<Result<AccessToken, any Error>?>(nil)
+        do {
+            let token = try await underLock(label) { stored in
+                do {
+                    let token = try await refresh(stored)
+                    refreshed.withLockedValue { $0 = .success(token) }
+                    return token
+                } catch {
+                    refreshed.withLockedValue { $0 = .failure(error) }
+                    throw error
+                }
+            }
+            tokens.withLockedValue { $0[label] = token }
+            return token
+        } catch {
+            switch refreshed.withLockedValue({ $0 }) {
+            case .failure(let refusal)?:
+                throw refusal
+            case .success(let token)?:
+                logger.warning("[Trellis] the access token of \(label) was refreshed but could not be stored in PostgreSQL (\(error)); this process keeps it, and the fleet refreshes again")
+                tokens.withLockedValue { $0[label] = token }
+                return token
+            case nil:
+                guard whenDatabaseFails == .continueInProcess else {
+                    throw AccessTokenStorageError(
+                        location: "PostgreSQL table \(table)",
+                        reason: "the fleet's lock on refreshing \(label) could not be taken (\(error)), and the token is not refreshed without it (whenDatabaseFails: .refuseCalls)"
+                    )
+                }
+                logger.warning("[Trellis] the fleet's lock on refreshing the access token of \(label) could not be taken (\(error)); this process refreshes alone")
+                let token = try await refresh(tokens.withLockedValue { $0[label] })
+                tokens.withLockedValue { $0[label] = token }
+                return token
+            }
+        }
+    }
+
+    /// Runs `body` with the token stored under `label`, in a transaction that holds the
+    /// label's advisory lock, and stores what it returns when that differs. The wait for a
+    /// connection is held to ``timeLimit`` and the wait for the lock to ``lockWait`` (by the
+    /// server's `lock_timeout`).
+    private func underLock(
+        _ label: String,
+        _ body: @escaping @Sendable (AccessToken?) async throws -> AccessToken
+    ) async throws -> AccessToken {
+        let connected = NIOLockedValueBox(false)
+        return try await withThrowingTaskGroup(of: AccessToken?.self) { group in
+            group.addTask {
+                try await self.client.withTransaction(logger: self.logger) { connection in
+                    connected.withLockedValue { $0 = true }
+                    var bindings = PostgresBindings()
+                    bindings.append("\(Self.milliseconds(self.lockWait))ms")
+                    bindings.append("\(self.table):\(label)")
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings),
+                        logger: self.logger
+                    )
+                    let stored = try await self.read(label, on: connection)
+                    let token = try await body(stored)
+                    if token != stored { try await self.write(token, for: label, on: connection) }
+                    return token
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: self.timeLimit)
+                if !connected.withLockedValue({ $0 }) { throw PostgresStorageTimeout(limit: self.timeLimit) }
+                return nil
+            }
+            for try await case let token? in group {
+                group.cancelAll()
+                return token
+            }
+            throw CancellationError()
+        }
+    }
+
+    private func read(_ label: String, on connection: PostgresConnection?) async throws -> AccessToken? {
+        var bindings = PostgresBindings()
+        bindings.append(label)
+        let query = PostgresQuery(unsafeSQL: "SELECT token FROM \(table) WHERE label = $1", binds: bindings)
+        let rows = if let connection { try await connection.query(query, logger: logger) } else { try await client.query(query, logger: logger) }
+        for try await text in rows.decode(String.self) {
+            do {
+                return try JSONDecoder().decode(AccessToken.self, from: Data(text.utf8))
+            } catch {
+                throw AccessTokenStorageError(location: "PostgreSQL table \(table)", reason: "the token of \(label) is not one Trellis wrote: \(error)")
+            }
+        }
+        return nil
+    }
+
+    private func write(_ token: AccessToken, for label: String, on connection: PostgresConnection?) async throws {
+        var bindings = PostgresBindings()
+        bindings.append(label)
+        bindings.append(String(decoding: try JSONEncoder().encode(token), as: UTF8.self))
+        let query = PostgresQuery(
+            unsafeSQL: "INSERT INTO \(table) (label, token) VALUES ($1, $2) ON CONFLICT (label) DO UPDATE SET token = excluded.token",
+            binds: bindings
+        )
+        if let connection { try await connection.query(query, logger: logger) } else { try await client.query(query, logger: logger) }
+    }
+
+    /// `operation` within ``timeLimit``; a database that does not answer cannot hold the call.
+    private func limited<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        try await withTimeLimit(timeLimit, on: SystemClock(), operation)
+    }
+
+    /// `operation`, or, when the database fails and the storage goes on without it, `nil`.
+    private func tolerating<Value>(_ what: String, _ operation: () async throws -> Value?) async throws -> Value? {
+        do {
+            return try await operation()
+        } catch let error as AccessTokenStorageError {
+            throw error
+        } catch {
+            guard whenDatabaseFails == .continueInProcess else {
+                throw AccessTokenStorageError(location: "PostgreSQL table \(table)", reason: "could not \(what): \(error)")
+            }
+            logger.warning("[Trellis] could not \(what) in PostgreSQL (\(error)); this process goes on with the token it holds")
+            return nil
+        }
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// The database did not give a connection within the storage's time limit.
+struct PostgresStorageTimeout: Error, CustomStringConvertible {
+    let limit: Duration
+    var description: String { "no connection within \(limit)" }
+}
+#endif

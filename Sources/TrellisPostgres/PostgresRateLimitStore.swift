@@ -1,0 +1,96 @@
+#if Postgres
+public import Logging
+public import PostgresNIO
+public import Trellis
+
+/// A ``Trellis/RateLimitStore`` in a PostgreSQL table: one row per key, holding when its next
+/// turn is due on the database's clock, so that every process that reaches the database shares
+/// one quota.
+///
+/// Each batch is one statement: an upsert that moves the key's next turn on by the batch, under
+/// the row's lock, and returns the batch's first turn and the database's time. Turns are given
+/// as waits from that time, so the processes' own clocks need not agree.
+///
+/// ```swift
+/// let postgres = PostgresClient(configuration: configuration)   // run it beside your service
+/// let store = PostgresRateLimitStore(client: postgres)
+/// try await store.createTable()
+/// let client = Client(baseURL: url) {
+///     $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), sharing: RateLimitSharing(store: store))
+/// }
+/// ```
+public struct PostgresRateLimitStore: RateLimitStore {
+    /// The client of the database every process shares; the caller runs it.
+    public let client: PostgresClient
+    /// The table's name, a plain SQL identifier.
+    public let table: String
+    private let logger: Logger
+
+    /// A store in `table` of the database `client` reaches.
+    ///
+    /// - Precondition: `table` is a plain SQL identifier: letters, digits and underscores, not
+    ///   starting with a digit.
+    public init(client: PostgresClient, table: String = "trellis_rate_limit_turns", logger: Logger = Logger(label: "trellis.postgres")) {
+        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresRateLimitStore: \(table) is not a plain SQL identifier")
+        self.client = client
+        self.table = table
+        self.logger = logger
+    }
+
+    /// The statement that creates the store's table, for a migration of your own.
+    public var migration: String {
+        """
+        CREATE TABLE IF NOT EXISTS \(table) (
+            key text PRIMARY KEY,
+            next_turn double precision NOT NULL
+        )
+        """
+    }
+
+    /// Creates the store's table if it is not there.
+    public func createTable() async throws {
+        try await client.query(PostgresQuery(unsafeSQL: migration), logger: logger)
+    }
+
+    public func takeTurns(_ count: Int, of key: String, under limit: RateLimit) async throws -> [Duration] {
+        let interval = Self.seconds(limit.period / limit.requests)
+        let span = interval * Double(count)
+        let tolerance = interval * Double(limit.burst - 1)
+        var bindings = PostgresBindings()
+        bindings.append(key)
+        bindings.append(span)
+        let sql = """
+            WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
+            INSERT INTO \(table) AS turns (key, next_turn) SELECT $1, clock.now + $2 FROM clock
+            ON CONFLICT (key) DO UPDATE SET next_turn = greatest(turns.next_turn, (SELECT now FROM clock)) + $2
+            RETURNING turns.next_turn - $2, (SELECT now FROM clock)
+            """
+        let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        for try await (first, now) in rows.decode((Double, Double).self) {
+            return (0..<count).map { index in
+                .seconds(max(0, first + interval * Double(index) - tolerance - now))
+            }
+        }
+        return []
+    }
+
+    public func hold(_ key: String, for duration: Duration, under limit: RateLimit) async throws {
+        let interval = Self.seconds(limit.period / limit.requests)
+        let until = Self.seconds(duration) + interval * Double(limit.burst - 1)
+        var bindings = PostgresBindings()
+        bindings.append(key)
+        bindings.append(until)
+        let sql = """
+            WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
+            INSERT INTO \(table) AS turns (key, next_turn) SELECT $1, clock.now + $2 FROM clock
+            ON CONFLICT (key) DO UPDATE SET next_turn = greatest(turns.next_turn, (SELECT now FROM clock) + $2)
+            """
+        try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+#endif

@@ -1,0 +1,84 @@
+// One process of a fleet, for the fleet tests (`PostgresFleetTests`). Two modes:
+//
+//   rate-limit DATABASE_PORT SERVER_URL CALLS QUOTA_PER_SECOND BATCH
+//     makes CALLS calls through a rate limit shared through PostgreSQL;
+//   tokens DATABASE_PORT SERVER_URL SECONDS
+//     calls SERVER_URL/me for SECONDS seconds (once when 0), a call every 10 ms, with the access
+//     token kept in PostgreSQL, refreshing it at SERVER_URL/oauth/refresh under the fleet's
+//     lock;
+//
+// then prints how many calls were answered and how many failed, with the first failure.
+#if Postgres
+import Foundation
+import PostgresNIO
+import Trellis
+import TrellisPostgres
+
+/// Exchanges the stored refresh token at the test's token server.
+struct Refresher: TokenRefresher {
+    let url: URL
+
+    func refreshToken(_ current: AccessToken?, label: String, client: Client) async throws -> any AccessTokenConvertible {
+        var request = try Request(method: .post, url: url.appending(path: "oauth/refresh"))
+        request.body = RequestBody(#"{"refresh_token":"\#(current?.refreshToken ?? "")"}"#, contentType: "application/json")
+        let response = try await client.data(for: request)
+        return try JSONDecoder().decode(AccessToken.self, from: response.body)
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 5, let port = Int(arguments[2]), let url = URL(string: arguments[3]), let count = Int(arguments[4]) else {
+    print("usage: trellis-fleet-worker rate-limit DATABASE_PORT SERVER_URL CALLS QUOTA_PER_SECOND BATCH")
+    print("       trellis-fleet-worker tokens DATABASE_PORT SERVER_URL SECONDS")
+    exit(2)
+}
+let postgres = PostgresClient(configuration: .init(
+    host: "127.0.0.1", port: port, username: "trellis", password: nil, database: "postgres", tls: .disable
+))
+let client: Client
+// The calls to make: a number of them, or calls until a deadline.
+let more: (_ made: Int) -> Bool
+var request = try Request(method: .get, url: url.appending(path: "me"))
+switch arguments[1] {
+case "rate-limit" where arguments.count == 7:
+    guard let quota = Int(arguments[5]), let batch = Int(arguments[6]) else { exit(2) }
+    let store = PostgresRateLimitStore(client: postgres)
+    client = Client(baseURL: url) {
+        $0.resilience.rateLimit = RateLimit(
+            requests: quota, per: .seconds(1), maximumWait: .seconds(60),
+            sharing: RateLimitSharing(store: store, batch: batch, whenStoreFails: .refuseCalls)
+        )
+    }
+    more = { $0 < count }
+case "tokens":
+    let storage = PostgresAccessTokenStorage(client: postgres, lockWait: .seconds(20))
+    client = Client(baseURL: url) {
+        $0.accessTokens = AccessTokenSettings(storage: storage, refresher: Refresher(url: url), expiryLeeway: .milliseconds(500))
+    }
+    request.requireAccessToken()
+    let deadline = ContinuousClock.now + .seconds(count)
+    more = { $0 == 0 || ContinuousClock.now < deadline }
+default:
+    print("unknown mode \(arguments[1])")
+    exit(2)
+}
+await withTaskGroup(of: Void.self) { group in
+    group.addTask { await postgres.run() }
+    var (answered, failed) = (0, 0)
+    var firstFailure: (any Error)?
+    while more(answered + failed) {
+        if arguments[1] == "tokens", answered + failed > 0 { try? await Task.sleep(for: .milliseconds(10)) }
+        do {
+            _ = try await client.data(for: request)
+            answered += 1
+        } catch {
+            failed += 1
+            firstFailure = firstFailure ?? error
+        }
+    }
+    print("answered \(answered) failed \(failed)" + (firstFailure.map { " first failure: \($0)" } ?? ""))
+    group.cancelAll()
+}
+#else
+print("trellis-fleet-worker needs the Postgres trait")
+#endif

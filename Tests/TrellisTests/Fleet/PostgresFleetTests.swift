@@ -1,0 +1,129 @@
+#if Postgres
+import Foundation
+import PostgresNIO
+import Testing
+import Trellis
+import TrellisPostgres
+
+/// Operating-system processes (`trellis-fleet-worker`, built beside the tests) sharing a rate
+/// limit and access tokens through a real PostgreSQL server.
+@Suite("A fleet of processes sharing state through PostgreSQL", .hangGuard)
+struct PostgresFleetTests {
+    /// Four processes, 25 calls each, under 50 a second with batches of 5: the server sees
+    /// every call, and in no second more than the quota and a batch per process.
+    @Test func fourProcessesKeepWithinOneQuota() async throws {
+        try await PostgresRateLimitTests.withStore { postgres, _ in
+            try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
+                let workers = try (0..<4).map { _ in
+                    try FleetWorker(["rate-limit", String(postgres.port), server.url.absoluteString, "25", "50", "5"])
+                }
+                var outputs: [String] = []
+                for worker in workers { outputs.append(await worker.output()) }
+                #expect(outputs.allSatisfy { $0.hasPrefix("answered 25 failed 0") }, "\(outputs)")
+                let arrivals = server.requests.map(\.arrived)
+                #expect(arrivals.count == 100)
+                let mostInASecond = arrivals.map { start in arrivals.filter { $0 >= start && $0 < start + .seconds(1) }.count }.max() ?? 0
+                #expect(mostInASecond <= 50 + 4 * 5)
+            }
+        }
+    }
+
+    /// Four processes call for eight seconds with tokens that live three (refreshed a second
+    /// before they expire): no call fails, the authorization server never sees a refresh token
+    /// twice, and it sees about one refresh per expiry, not one per process.
+    @Test func fourProcessesRefreshOncePerExpiry() async throws {
+        try await PostgresServer.withDatabase { database, postgres in
+            let server = RotatingTokenServer(lifetime: .seconds(3))
+            try await TestServer.with(server.install) { url in
+                let storage = PostgresAccessTokenStorage(client: postgres)
+                try await storage.createTable()
+                let pair = server.login()
+                try await storage.store(
+                    AccessToken(accessToken: pair.access, refreshToken: pair.refresh, expiresIn: 3), for: AccessTokenRequirement.defaultLabel
+                )
+                let workers = try (0..<4).map { _ in try FleetWorker(["tokens", String(database.port), url.absoluteString, "8"]) }
+                var outputs: [String] = []
+                for worker in workers { outputs.append(await worker.output()) }
+                #expect(outputs.allSatisfy { $0.hasPrefix("answered") && $0.contains(" failed 0") }, "\(outputs)")
+                #expect(server.reuses == 0)
+                #expect(server.refused == 0)
+                // A refresh every two seconds over eight, and one more at the edges.
+                #expect((3...6).contains(server.refreshes), "\(server.refreshes) refreshes")
+            }
+        }
+    }
+
+    /// The process holding the refresh lock is killed (SIGKILL) while the authorization server
+    /// holds its refresh: PostgreSQL ends its session and releases the lock, and the process
+    /// that was waiting refreshes and answers.
+    @Test func aKilledRefresherReleasesTheLock() async throws {
+        try await PostgresServer.withDatabase { database, postgres in
+            let server = RotatingTokenServer(lifetime: .seconds(60))
+            try await TestServer.with(server.install) { url in
+                let storage = PostgresAccessTokenStorage(client: postgres)
+                try await storage.createTable()
+                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
+                let arguments = ["tokens", String(database.port), url.absoluteString, "0"]
+                server.holdRefreshes()
+                let holder = try FleetWorker(arguments)
+                for await _ in server.heldRefreshes { break }
+                let waiter = try FleetWorker(arguments)
+                try await Self.untilAWaiterQueuesForTheLock(postgres)
+                server.answerRefreshes()
+                holder.kill()
+                let output = await waiter.output()
+                server.releaseHeldRefreshes()
+                #expect(output.hasPrefix("answered 1 failed 0"), "\(output)")
+                #expect(server.refreshes == 1)
+                #expect(server.reuses == 0)
+            }
+        }
+    }
+
+    /// Returns once a session waits for an advisory lock. PostgreSQL sends no signal for it, so
+    /// `pg_locks` is read every 20 ms.
+    static func untilAWaiterQueuesForTheLock(_ postgres: PostgresClient) async throws {
+        while true {
+            let rows = try await postgres.query("SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            for try await waiting in rows.decode(Int.self) where waiting > 0 { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// One `trellis-fleet-worker` process.
+struct FleetWorker: Sendable {
+    /// The worker, built beside the tests.
+    static var executable: URL {
+        URL(filePath: CommandLine.arguments[0]).deletingLastPathComponent().appending(path: "trellis-fleet-worker")
+    }
+
+    private let process: Process
+    private let exited: AsyncStream<Void>
+    private let standardOutput: Pipe
+
+    /// Starts a worker with `arguments`.
+    init(_ arguments: [String]) throws {
+        process = Process()
+        process.executableURL = Self.executable
+        process.arguments = arguments
+        standardOutput = Pipe()
+        process.standardOutput = standardOutput
+        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
+        self.exited = exited
+        process.terminationHandler = { _ in exit.finish() }
+        try process.run()
+    }
+
+    /// What the worker printed, once it has exited.
+    func output() async -> String {
+        for await _ in exited {}
+        return String(decoding: standardOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    /// Kills the worker with SIGKILL, as a crash or the out-of-memory killer would.
+    func kill() {
+        _ = Foundation.kill(process.processIdentifier, SIGKILL)
+    }
+}
+#endif
