@@ -17,7 +17,9 @@ let package = Package(
         .executable(name: "trellis-benchmarks", targets: ["TrellisBenchmarks"]),
     ],
     dependencies: [
-        .package(name: "Trellis", path: ".."),
+        // With the Postgres trait, for the `fleet` suite's TrellisPostgres.
+        .package(name: "Trellis", path: "..", traits: ["Postgres"]),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
@@ -57,6 +59,8 @@ let package = Package(
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 "BenchmarkOpenAPIFixture",
                 .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "TrellisPostgres", package: "Trellis"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Sources/trellis-benchmarks",
             swiftSettings: strictSettings

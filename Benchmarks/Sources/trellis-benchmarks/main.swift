@@ -1,7 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
-// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience), transfers, realtime, compile. With no argument,
+// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience, fleet), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -83,6 +83,11 @@ do {
                 print("\nThe client and its pipeline alone: \(PipelineBenchmark.calls) GETs of the 199-byte article, and as many POSTs, over a transport that answers at once")
                 Report.table(["", "per call"], lines)
             }
+        case "fleet":
+            Report.print(
+                "A fleet's shared state through PostgreSQL against the same state in the process (AsyncHTTPClient)",
+                try await FleetBenchmark.run(rounds: max(rounds, 5))
+            )
         case "compile":
             let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
             Report.print(
