@@ -14,7 +14,10 @@ final class PostgresServer: Sendable {
     /// Starts a server; throws, naming what is missing, when PostgreSQL is not installed.
     init() async throws {
         binaries = try Self.findBinaries()
-        folder = FileManager.default.temporaryDirectory.appending(path: "trellis-postgres-\(UUID().uuidString)")
+        // As root, in /tmp itself: the `postgres` user must reach the folder, and a TMPDIR of
+        // root's own (CI's is made by mktemp, mode 0700) is closed to it.
+        let temporary = getuid() == 0 ? URL(filePath: "/tmp") : FileManager.default.temporaryDirectory
+        folder = temporary.appending(path: "trellis-postgres-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         port = try await TestProgram.freePort()
         if getuid() == 0 { try await Self.run(URL(filePath: "/bin/chown"), ["postgres", folder.path]) }
