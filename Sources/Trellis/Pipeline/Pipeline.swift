@@ -77,7 +77,10 @@ final class Pipeline: Sendable {
                 stages.append(CircuitBreakerStage(origins: origins, breaker: breaker, clientFailures: failures, clock: clock))
             }
             if let backoff = policies.sharedBackoff {
-                stages.append(SharedBackoffStage(origins: origins, backoff: backoff, clientFailures: failures, clock: clock))
+                stages.append(SharedBackoffStage(
+                    origins: origins, backoff: backoff, clientFailures: failures, clock: clock,
+                    fleet: resilience.fleetPauses, logger: configuration.logger
+                ))
             }
             if let limit = policies.concurrencyLimit { stages.append(ConcurrencyLimitStage(origins: origins, limit: limit, clock: clock)) }
             if let budget = policies.retryBudget {

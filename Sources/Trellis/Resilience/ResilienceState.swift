@@ -12,11 +12,14 @@ final class ResilienceState: Sendable {
     /// With a shared rate limit, the turns this process took from its store and has not used:
     /// here, so that a service's calls and the client's draw on one batch.
     let sharedTurns: KeyedStates<SharedRateLimitTurns>?
+    /// With shared pauses, the fleet's pauses as this process last read them.
+    let fleetPauses: FleetPauses?
 
     init(_ settings: Client.Configuration.Resilience, clock: any ClientClock) {
         origins = OriginRecords(settings, clock: clock)
         calls = settings.coalescing.map { InFlightCalls($0) }
         turns = settings.rateLimit.map { KeyedStates($0, clock: clock) }
         sharedTurns = settings.rateLimit.flatMap { limit in limit.sharing.map { _ in KeyedStates(limit, clock: clock) } }
+        fleetPauses = settings.sharedBackoff?.sharing.map { FleetPauses($0, clock: clock) }
     }
 }

@@ -32,18 +32,24 @@ public struct SharedBackoff: Sendable {
     public var resetField: RateLimitReset?
     /// The longest a call waits for a pause to end; a longer pause refuses calls at once.
     public var maximumWait: Duration
+    /// Shares the pauses with the other processes of a fleet through a store, so that a
+    /// `Retry-After` one process is told pauses them all; `nil` (the default) keeps them in
+    /// this process.
+    public var sharing: PauseSharing?
 
     /// Shared backoff for `statuses`, waiting at most `maximumWait`.
     public init(
         statuses: Set<Int> = [429, 503],
         resetField: RateLimitReset? = nil,
         maximumWait: Duration = .seconds(60),
-        failureClassifier: FailureClassifier? = nil
+        failureClassifier: FailureClassifier? = nil,
+        sharing: PauseSharing? = nil
     ) {
         self.statuses = statuses
         self.resetField = resetField
         self.maximumWait = max(.zero, maximumWait)
         self.failureClassifier = failureClassifier
+        self.sharing = sharing
     }
 
     /// The answers whose pauses are shared: this pause's classifier, else the client's, else

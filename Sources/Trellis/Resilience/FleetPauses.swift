@@ -1,0 +1,110 @@
+import Logging
+import NIOConcurrencyHelpers
+
+/// The fleet's pauses as this process last read them from a ``SharedPauseStore``, the reading
+/// under way, if any, and the store's failure. One per client, shared with the clients derived
+/// from it.
+final class FleetPauses: Sendable {
+    private struct State {
+        /// When each origin the fleet has paused may be called again.
+        var until: [String: ContinuousClock.Instant] = [:]
+        var readAt: ContinuousClock.Instant?
+        var reading: Task<Void, Never>?
+        /// Until when the store is not read again after it failed, and how it failed.
+        var storeFailure: (until: ContinuousClock.Instant, detail: String)?
+    }
+
+    /// What a call learns of the fleet's pause of its origin.
+    enum Reading {
+        /// When the fleet's pause of the origin ends, if it has one.
+        case paused(until: ContinuousClock.Instant?)
+        /// The store failed, as `detail` says.
+        case storeFailed(detail: String)
+    }
+
+    let sharing: PauseSharing
+    private let clock: any ClientClock
+    private let state = NIOLockedValueBox(State())
+
+    init(_ sharing: PauseSharing, clock: any ClientClock) {
+        self.sharing = sharing
+        self.clock = clock
+    }
+
+    /// The fleet's pause of `origin`, from a reading no older than ``PauseSharing/readEvery``:
+    /// this caller takes one when none is under way and waits for it, or waits for the one under
+    /// way.
+    func pause(of origin: String, logger: Logger) async -> Reading {
+        // Whether this caller has waited for a reading: it takes that reading's result however
+        // old `readEvery` makes it (at zero it would read again, endlessly).
+        var waitedForAReading = false
+        while true {
+            let now = clock.instant
+            enum Step {
+                case done(Reading)
+                case wait(Task<Void, Never>)
+            }
+            let step = state.withLockedValue { [waitedForAReading] state -> Step in
+                if let failure = state.storeFailure, waitedForAReading || failure.until > now {
+                    return .done(.storeFailed(detail: failure.detail))
+                }
+                if let readAt = state.readAt, waitedForAReading || now - readAt < sharing.readEvery {
+                    return .done(.paused(until: state.until[origin].flatMap { $0 > now ? $0 : nil }))
+                }
+                if let reading = state.reading { return .wait(reading) }
+                let reading = Task { await self.read(logger: logger) }
+                state.reading = reading
+                return .wait(reading)
+            }
+            switch step {
+            case .done(let reading):
+                return reading
+            case .wait(let reading):
+                await reading.value
+                waitedForAReading = true
+            }
+        }
+    }
+
+    /// Tells the store that `origin` asked for a pause of `duration`, without holding the call
+    /// that learnt it: within the store's time limit, in a task of its own.
+    func announce(_ origin: String, pause duration: Duration, logger: Logger) {
+        let sharing = sharing
+        let clock = clock
+        Task {
+            do {
+                try await withTimeLimit(sharing.timeLimit, on: clock) { try await sharing.store.pause(origin, for: duration) }
+            } catch {
+                logger.warning("the shared pause's store could not be told of \(origin)'s pause of \(duration) (\(error)); the other processes do not learn of it")
+            }
+        }
+    }
+
+    /// Reads the fleet's pauses within the store's time limit; on a failure, the store is left
+    /// alone for ``PauseSharing/retryStoreAfter``.
+    private func read(logger: Logger) async {
+        let result: Result<[String: Duration], any Error>
+        do {
+            result = .success(try await withTimeLimit(sharing.timeLimit, on: clock) { try await self.sharing.store.pauses() })
+        } catch {
+            result = .failure(error)
+        }
+        let received = clock.instant
+        state.withLockedValue { state in
+            state.reading = nil
+            switch result {
+            case .success(let pauses):
+                // The store's pauses replace the last reading's: the table is as large as the
+                // fleet's pauses in force, no larger.
+                state.until = pauses.compactMapValues { $0 > .zero ? received + $0 : nil }
+                state.readAt = received
+                state.storeFailure = nil
+            case .failure(let error):
+                state.storeFailure = (received + sharing.retryStoreAfter, "\(error)")
+            }
+        }
+        if case .failure(let error) = result {
+            logger.warning("the shared pause's store could not be read (\(error)); it is read again in \(sharing.retryStoreAfter), and until then \(sharing.whenStoreFails == .continueInProcess ? "this process keeps its own pauses" : "calls under it are refused")")
+        }
+    }
+}
