@@ -1,4 +1,5 @@
 public import Foundation
+public import Logging
 import Crypto
 import NIOConcurrencyHelpers
 import NIOCore
@@ -25,6 +26,8 @@ public final class HTTPCache: Sendable {
     /// The largest body stored.
     public let maximumEntrySize: Int
     private let store: any CacheStore
+    /// The storage the user provided, whose lock makes a fleet's misses one fetch.
+    private let storage: (any HTTPCacheStorage)?
 
     /// A cache in memory of at most `memoryCapacity` bytes: each entry counts its body, its
     /// head and its URL.
@@ -33,6 +36,7 @@ public final class HTTPCache: Sendable {
         maximumEntrySize: Int = 4 << 20
     ) {
         self.store = MemoryCacheStore(capacity: memoryCapacity)
+        self.storage = nil
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -49,6 +53,21 @@ public final class HTTPCache: Sendable {
         maximumEntrySize: Int = 4 << 20
     ) throws {
         self.store = try DiskCacheStore(directory: directory, capacity: capacity)
+        self.storage = nil
+        self.maximumEntrySize = maximumEntrySize
+    }
+
+    /// A cache in `storage`, a place you provide (a database a fleet of processes shares; see
+    /// ``HTTPCacheStorage``). Each operation on it has `timeLimit`; one that fails or takes
+    /// longer is a miss, and `logger` says so. The storage bounds its own size.
+    public init(
+        storage: any HTTPCacheStorage,
+        maximumEntrySize: Int = 4 << 20,
+        timeLimit: Duration = .seconds(1),
+        logger: Logger = Logger(label: "Trellis")
+    ) {
+        self.store = ProvidedCacheStore(storage: storage, timeLimit: timeLimit, logger: logger)
+        self.storage = storage
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -67,6 +86,15 @@ public final class HTTPCache: Sendable {
 
     func remove(_ key: String) async {
         await store.remove(key)
+    }
+
+    /// Whether the responses are in a storage the user provided, which a fleet may share.
+    var isShared: Bool { storage != nil }
+
+    /// `fetch`, under the storage's lock on `key` when the storage is one a fleet shares.
+    func fetchingOnce<Result: Sendable>(_ key: String, _ fetch: () async throws -> Result) async throws -> Result {
+        guard let storage else { return try await fetch() }
+        return try await storage.fetchingOnce(key, fetch)
     }
 
     static func digest(_ body: ByteBuffer) -> String {

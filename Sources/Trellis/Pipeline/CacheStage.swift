@@ -55,7 +55,16 @@ struct CacheStage: Stage {
                 return Self.serve(stored.0, stored.1, at: now, omittingNoCacheFields: true)
             }
         }
-        return try await fetch(request, key: key, revalidating: stored, storing: true, call: call, next: next)
+        guard cache.isShared else { return try await fetch(request, key: key, revalidating: stored, storing: true, call: call, next: next) }
+        // A fleet's storage lets one process fetch a key at a time; the others, once they have
+        // the lock, find what it stored (usable, since what was stored before was not).
+        return try await cache.fetchingOnce(key) {
+            let again = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
+            if let again, case let now = clock.now, again.0.isUsable(for: control, at: now) {
+                return Self.serve(again.0, again.1, at: now, omittingNoCacheFields: true)
+            }
+            return try await fetch(request, key: key, revalidating: again ?? stored, storing: true, call: call, next: next)
+        }
     }
 
     /// Sends the request, conditional on a stored response's validators when there is one;

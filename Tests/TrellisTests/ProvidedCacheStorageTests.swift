@@ -1,0 +1,77 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+import Trellis
+
+/// An ``HTTPCache`` in a storage the user provides, against a real in-process server. The
+/// storage here is a dictionary that can fail or damage what it returns: the PostgreSQL
+/// storage has its own tests against a real database.
+@Suite("The HTTP cache in a storage you provide", .hangGuard)
+struct ProvidedCacheStorageTests {
+    final class DictionaryStorage: HTTPCacheStorage {
+        struct State {
+            var entries: [String: HTTPCacheEntry] = [:]
+            var failing = false
+            var damaging = false
+        }
+        let state = NIOLockedValueBox(State())
+        struct Unavailable: Error {}
+
+        func entry(for key: String) async throws -> HTTPCacheEntry? {
+            try state.withLockedValue { state in
+                guard !state.failing else { throw Unavailable() }
+                guard var entry = state.entries[key] else { return nil }
+                if state.damaging, !entry.body.isEmpty { entry.body[entry.body.startIndex] ^= 0xFF }
+                return entry
+            }
+        }
+
+        func store(_ entry: HTTPCacheEntry, for key: String) async throws {
+            try state.withLockedValue { state in
+                guard !state.failing else { throw Unavailable() }
+                state.entries[key] = entry
+            }
+        }
+
+        func removeEntry(for key: String) async throws {
+            state.withLockedValue { _ = $0.entries.removeValue(forKey: key) }
+        }
+
+        func removeAll() async throws {
+            state.withLockedValue { $0.entries = [:] }
+        }
+    }
+
+    static func withServer(_ body: (ScriptedServer, Request) async throws -> Void) async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", ["Cache-Control: max-age=60"], body: "the article") }) { server in
+            try await body(server, try Request(method: .get, url: server.url.appending(path: "article")))
+        }
+    }
+
+    /// What one client stored, another client of the storage is served, as the server sent it.
+    @Test func aStoredResponseIsServedToAnotherClientOfTheStorage() async throws {
+        try await Self.withServer { server, request in
+            let storage = DictionaryStorage()
+            _ = try await Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
+            let served = try await Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
+            #expect(String(decoding: served.body, as: UTF8.self) == "the article")
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    /// A storage that fails is a miss each time, and one that returns a damaged body is too:
+    /// the call goes to the server and answers what the server sent.
+    @Test func aFailingOrDamagingStorageIsAMiss() async throws {
+        try await Self.withServer { server, request in
+            let storage = DictionaryStorage()
+            let client = Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage) }
+            _ = try await client.data(for: request)
+            storage.state.withLockedValue { $0.damaging = true }
+            #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "the article")
+            #expect(server.requests.count == 2)
+            storage.state.withLockedValue { $0.failing = true }
+            #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "the article")
+            #expect(server.requests.count == 3)
+        }
+    }
+}
