@@ -6,6 +6,8 @@
 //     calls SERVER_URL/me for SECONDS seconds (once when 0), a call every 10 ms, with the access
 //     token kept in PostgreSQL, refreshing it at SERVER_URL/oauth/refresh under the fleet's
 //     lock;
+//   cache DATABASE_PORT SERVER_URL CALLS
+//     calls SERVER_URL/me CALLS times through an HTTP cache kept in PostgreSQL;
 //
 // then prints how many calls were answered and how many failed, with the first failure.
 #if Postgres
@@ -30,6 +32,7 @@ let arguments = CommandLine.arguments
 guard arguments.count >= 5, let port = Int(arguments[2]), let url = URL(string: arguments[3]), let count = Int(arguments[4]) else {
     print("usage: trellis-fleet-worker rate-limit DATABASE_PORT SERVER_URL CALLS QUOTA_PER_SECOND BATCH")
     print("       trellis-fleet-worker tokens DATABASE_PORT SERVER_URL SECONDS")
+    print("       trellis-fleet-worker cache DATABASE_PORT SERVER_URL CALLS")
     exit(2)
 }
 let postgres = PostgresClient(configuration: .init(
@@ -58,6 +61,10 @@ case "tokens":
     request.requireAccessToken()
     let deadline = ContinuousClock.now + .seconds(count)
     more = { $0 == 0 || ContinuousClock.now < deadline }
+case "cache":
+    let storage = PostgresHTTPCacheStorage(client: postgres)
+    client = Client(baseURL: url) { $0.cache = HTTPCache(storage: storage) }
+    more = { $0 < count }
 default:
     print("unknown mode \(arguments[1])")
     exit(2)

@@ -80,6 +80,22 @@ struct PostgresFleetTests {
         }
     }
 
+    /// Four processes start at once and each calls one URL, fresh for a minute, three times
+    /// through a cache kept in PostgreSQL: the server sees one request. A process either finds
+    /// the response stored, or misses, waits for the fleet's lock on the URL and then finds it.
+    @Test func fourProcessesThatMissAtOnceFetchOnce() async throws {
+        try await PostgresServer.withDatabase { database, postgres in
+            try await PostgresHTTPCacheStorage(client: postgres).createTable()
+            try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", ["Cache-Control: max-age=60"], body: "the page") }) { server in
+                let workers = try (0..<4).map { _ in try FleetWorker(["cache", String(database.port), server.url.absoluteString, "3"]) }
+                var outputs: [String] = []
+                for worker in workers { outputs.append(await worker.output()) }
+                #expect(outputs.allSatisfy { $0.hasPrefix("answered 3 failed 0") }, "\(outputs)")
+                #expect(server.requests.count == 1)
+            }
+        }
+    }
+
     /// Returns once a session waits for an advisory lock. PostgreSQL sends no signal for it, so
     /// `pg_locks` is read every 20 ms.
     static func untilAWaiterQueuesForTheLock(_ postgres: PostgresClient) async throws {
