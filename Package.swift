@@ -20,7 +20,7 @@ let package = Package(
         .library(name: "TrellisPostgres", targets: ["TrellisPostgres"]),
     ],
     // Off by default: an app that does not enable it resolves no PostgreSQL client.
-    traits: [.trait(name: "Postgres", description: "TrellisPostgres: rate limits shared through PostgreSQL (postgres-nio)")],
+    traits: [.trait(name: "Postgres", description: "TrellisPostgres: a rate limit, pauses, access tokens and the HTTP cache shared by a fleet through PostgreSQL (postgres-nio)")],
     dependencies: [
         .package(url: "https://github.com/swiftlang/swift-syntax.git", "602.0.0"..<"604.0.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),

@@ -4,8 +4,8 @@ import Crypto
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// A private HTTP cache (RFC 9111) for a ``Client``: responses to `GET` kept in memory or in a
-/// folder, served without the network while fresh and revalidated with the server
+/// A private HTTP cache (RFC 9111) for a ``Client``: responses to `GET` kept in memory, in a
+/// folder or in a storage you provide (``HTTPCacheStorage``), served without the network while fresh and revalidated with the server
 /// (`If-None-Match`, `If-Modified-Since`) once stale.
 ///
 /// Off by default; one setting turns it on:
