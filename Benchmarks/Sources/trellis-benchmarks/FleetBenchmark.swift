@@ -76,18 +76,8 @@ enum FleetBenchmark {
             return Double(rateLimitCalls) / seconds
         }
         _ = try await callsPerSecond(limit)  // warm-up: connections, code paths
-        var local: [Double] = []
-        var fleet: [Double] = []
         let batchesBefore = counting.batches.withLockedValue { $0 }
-        for round in 0..<rounds {
-            if round.isMultiple(of: 2) {
-                local.append(try await callsPerSecond(limit))
-                fleet.append(try await callsPerSecond(shared))
-            } else {
-                fleet.append(try await callsPerSecond(shared))
-                local.append(try await callsPerSecond(limit))
-            }
-        }
+        let (local, fleet) = try await alternated(rounds, { try await callsPerSecond(limit) }, { try await callsPerSecond(shared) })
         let roundTrips = Double(counting.batches.withLockedValue { $0 } - batchesBefore) / Double(rounds * rateLimitCalls)
         return [Row(
             name: "\(rateLimitCalls) calls under 2,000/s, shared through PostgreSQL", baseline: "the same limit in the process",
@@ -114,17 +104,7 @@ enum FleetBenchmark {
         _ = try await callsPerSecond(inPostgres)
         _ = try await callsPerSecond(inMemory)
         let statementsBefore = try await statements(postgres)
-        var memory: [Double] = []
-        var shared: [Double] = []
-        for round in 0..<rounds {
-            if round.isMultiple(of: 2) {
-                memory.append(try await callsPerSecond(inMemory))
-                shared.append(try await callsPerSecond(inPostgres))
-            } else {
-                shared.append(try await callsPerSecond(inPostgres))
-                memory.append(try await callsPerSecond(inMemory))
-            }
-        }
+        let (memory, shared) = try await alternated(rounds, { try await callsPerSecond(inMemory) }, { try await callsPerSecond(inPostgres) })
         // The two readings are statements themselves, one each.
         let roundTrips = Double(try await statements(postgres) - statementsBefore - 1) / Double(rounds * tokenCalls)
         return [Row(
@@ -143,6 +123,25 @@ enum FleetBenchmark {
             for try await count in rows.decode(Int.self) { return count }
             return 0
         }
+    }
+
+    /// `rounds` figures of each side, the sides taking turns and the first swapped each round.
+    private static func alternated(
+        _ rounds: Int,
+        _ baseline: () async throws -> Double,
+        _ measured: () async throws -> Double
+    ) async throws -> (baseline: [Double], measured: [Double]) {
+        var figures: (baseline: [Double], measured: [Double]) = ([], [])
+        for round in 0..<rounds {
+            if round.isMultiple(of: 2) {
+                figures.baseline.append(try await baseline())
+                figures.measured.append(try await measured())
+            } else {
+                figures.measured.append(try await measured())
+                figures.baseline.append(try await baseline())
+            }
+        }
+        return figures
     }
 
     private static func mean(_ values: [Double]) -> Double { values.reduce(0, +) / Double(max(values.count, 1)) }
