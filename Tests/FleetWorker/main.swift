@@ -1,12 +1,12 @@
 // One process of a fleet, for the fleet tests (`PostgresFleetTests`). Two modes:
 //
-//   rate-limit DATABASE_PORT SERVER_URL CALLS QUOTA_PER_SECOND BATCH
+//   rate-limit DATABASE_SOCKET SERVER_URL CALLS QUOTA_PER_SECOND BATCH
 //     makes CALLS calls through a rate limit shared through PostgreSQL;
-//   tokens DATABASE_PORT SERVER_URL SECONDS
+//   tokens DATABASE_SOCKET SERVER_URL SECONDS
 //     calls SERVER_URL/me for SECONDS seconds (once when 0), a call every 10 ms, with the access
 //     token kept in PostgreSQL, refreshing it at SERVER_URL/oauth/refresh under the fleet's
 //     lock;
-//   cache DATABASE_PORT SERVER_URL CALLS
+//   cache DATABASE_SOCKET SERVER_URL CALLS
 //     calls SERVER_URL/me CALLS times through an HTTP cache kept in PostgreSQL;
 //
 // then prints how many calls were answered and how many failed, with the first failure.
@@ -29,15 +29,15 @@ struct Refresher: TokenRefresher {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 5, let port = Int(arguments[2]), let url = URL(string: arguments[3]), let count = Int(arguments[4]) else {
-    print("usage: trellis-fleet-worker rate-limit DATABASE_PORT SERVER_URL CALLS QUOTA_PER_SECOND BATCH")
-    print("       trellis-fleet-worker tokens DATABASE_PORT SERVER_URL SECONDS")
-    print("       trellis-fleet-worker cache DATABASE_PORT SERVER_URL CALLS")
+//
+// DATABASE_SOCKET is the path of the test's PostgreSQL server's Unix socket.
+guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string: arguments[3]), let count = Int(arguments[4]) else {
+    print("usage: trellis-fleet-worker rate-limit DATABASE_SOCKET SERVER_URL CALLS QUOTA_PER_SECOND BATCH")
+    print("       trellis-fleet-worker tokens DATABASE_SOCKET SERVER_URL SECONDS")
+    print("       trellis-fleet-worker cache DATABASE_SOCKET SERVER_URL CALLS")
     exit(2)
 }
-let postgres = PostgresClient(configuration: .init(
-    host: "127.0.0.1", port: port, username: "trellis", password: nil, database: "postgres", tls: .disable
-))
+let postgres = PostgresClient(configuration: .init(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres"))
 let client: Client
 // The calls to make: a number of them, or calls until a deadline.
 let more: (_ made: Int) -> Bool

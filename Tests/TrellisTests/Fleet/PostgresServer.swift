@@ -2,14 +2,19 @@
 import Foundation
 import PostgresNIO
 
-/// A PostgreSQL server of the test's own: a cluster made with `initdb` in a temporary folder and
-/// started on a free port of 127.0.0.1, as the `postgres` user when the tests run as root
-/// (PostgreSQL refuses to run as root). `Scripts/test` installs PostgreSQL when it is missing.
-/// Trust authentication, for the user `trellis`, on the loopback only.
+/// A PostgreSQL server of the test's own: a cluster in a temporary folder, started as the
+/// `postgres` user when the tests run as root (PostgreSQL refuses to run as root), and reached
+/// through a Unix socket in that folder alone: a free TCP port found beforehand was sometimes
+/// taken by another test's server before PostgreSQL bound it. `Scripts/test` installs
+/// PostgreSQL when it is missing. Trust authentication, for the user `trellis`.
 final class PostgresServer: Sendable {
-    let port: Int
     let folder: URL
+    /// The server's socket, which clients connect to.
+    var socket: String { folder.appending(path: ".s.PGSQL.5432").path }
     private let binaries: URL
+    /// The cluster `initdb` made once for the test process, which each server copies: a dozen
+    /// `initdb` at once, with the rest of the suite, kept two cores busy for half a minute.
+    private static let template = Task { try await makeTemplate() }
 
     /// Starts a server; throws, naming what is missing, when PostgreSQL is not installed.
     init() async throws {
@@ -18,11 +23,46 @@ final class PostgresServer: Sendable {
         // root's own (CI's is made by mktemp, mode 0700) is closed to it.
         let temporary = getuid() == 0 ? URL(filePath: "/tmp") : FileManager.default.temporaryDirectory
         folder = temporary.appending(path: "trellis-postgres-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        port = try await TestProgram.freePort()
-        if getuid() == 0 { try await Self.run(URL(filePath: "/bin/chown"), ["postgres", folder.path]) }
-        try await run("initdb", "-D", folder.appending(path: "data").path, "-A", "trust", "-U", "trellis", "--no-sync")
+        let template = try await Self.template.value
+        try await Self.makeFolder(folder)
+        try await Self.run(Self.asOwner(URL(filePath: "/bin/cp"), ["-a", template.appending(path: "data").path, folder.path]))
         try await start()
+    }
+
+    /// A folder the server's user owns.
+    private static func makeFolder(_ folder: URL) async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        if getuid() == 0 { try await run(URL(filePath: "/bin/chown"), ["postgres", folder.path]) }
+    }
+
+    /// The cluster every server copies: one per PostgreSQL version in the temporary folder,
+    /// made by the first test run that needs it and kept for the next ones (a few megabytes).
+    /// Made under a name of its own and renamed into place, so that two test processes at once
+    /// never copy a cluster half made.
+    private static func makeTemplate() async throws -> URL {
+        let temporary = getuid() == 0 ? URL(filePath: "/tmp") : FileManager.default.temporaryDirectory
+        let binaries = try findBinaries()
+        let template = temporary.appending(path: "trellis-postgres-template-\(binaries.deletingLastPathComponent().lastPathComponent)")
+        if FileManager.default.fileExists(atPath: template.appending(path: "data/PG_VERSION").path) { return template }
+        let folder = temporary.appending(path: "trellis-postgres-\(UUID().uuidString)")
+        try await makeFolder(folder)
+        let initdb = binaries.appending(path: "initdb")
+        try await run(asOwner(initdb, ["-D", folder.appending(path: "data").path, "-A", "trust", "-U", "trellis", "--no-sync"]))
+        if rename(folder.path, template.path) != 0 {
+            // Another test process put its template in place first.
+            try? FileManager.default.removeItem(at: folder)
+        }
+        return template
+    }
+
+    /// `executable` with `arguments`, as the `postgres` user when this is root.
+    private static func asOwner(_ executable: URL, _ arguments: [String]) -> (URL, [String]) {
+        guard getuid() == 0 else { return (executable, arguments) }
+        return (URL(filePath: "/usr/sbin/runuser"), ["-u", "postgres", "--", executable.path] + arguments)
+    }
+
+    private static func run(_ command: (URL, [String])) async throws {
+        try await run(command.0, command.1)
     }
 
     /// Runs `body` with a fresh server and a running client of it (as the user `trellis`, on
@@ -45,16 +85,16 @@ final class PostgresServer: Sendable {
 
     /// How a client reaches the server.
     var configuration: PostgresClient.Configuration {
-        PostgresClient.Configuration(host: "127.0.0.1", port: port, username: "trellis", password: nil, database: "postgres", tls: .disable)
+        PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
     }
 
-    /// Starts the server again on its port, after ``stop()``, and returns once it accepts
+    /// Starts the server again on its socket, after ``stop()``, and returns once it accepts
     /// connections. The server runs as a child of the tests, not through `pg_ctl start`: a
     /// daemon keeps the descriptor Foundation watches for its parent's exit, so `pg_ctl`'s end
     /// was never seen.
     func start() async throws {
         let data = folder.appending(path: "data").path
-        let serverArguments = ["-D", data, "-p", "\(port)", "-k", folder.path, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+        let serverArguments = ["-D", data, "-p", "5432", "-k", folder.path, "-c", "listen_addresses=", "-c", "fsync=off"]
         let process = Process()
         if getuid() == 0 {
             process.executableURL = URL(filePath: "/usr/sbin/runuser")
@@ -63,17 +103,19 @@ final class PostgresServer: Sendable {
             process.executableURL = binaries.appending(path: "postgres")
             process.arguments = serverArguments
         }
-        let log = FileManager.default.createFile(atPath: folder.appending(path: "log").path, contents: nil)
-        _ = log
+        _ = FileManager.default.createFile(atPath: folder.appending(path: "log").path, contents: nil)
         let handle = try FileHandle(forWritingTo: folder.appending(path: "log"))
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
-        for _ in 0..<500 {
-            if (try? await Self.run(binaries.appending(path: "pg_isready"), ["-h", "127.0.0.1", "-p", "\(port)", "-q"])) != nil { return }
+        // As long as the server runs, however slowly a loaded machine starts it (the suite's
+        // hang guard bounds a server that never answers). pg_isready is the only signal.
+        while process.isRunning {
+            if (try? await Self.run(binaries.appending(path: "pg_isready"), ["-h", folder.path, "-p", "5432", "-q"])) != nil { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw Failure(description: "PostgreSQL did not accept connections on \(port) within 10 s")
+        let log = (try? String(contentsOf: folder.appending(path: "log"), encoding: .utf8)) ?? ""
+        throw Failure(description: "PostgreSQL in \(folder.path) ended before it accepted connections: \(log)")
     }
 
     /// Stops the server at once, as a crash would, dropping its sessions: SIGQUIT to the
@@ -84,23 +126,13 @@ final class PostgresServer: Sendable {
             let pid = Int32(line)
         else { return }
         kill(pid, SIGQUIT)
-        for _ in 0..<500 where kill(pid, 0) == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        while kill(pid, 0) == 0 { try await Task.sleep(for: .milliseconds(20)) }
     }
 
     /// Stops the server and removes its folder.
     func remove() async {
         try? await stop()
         try? FileManager.default.removeItem(at: folder)
-    }
-
-    /// Runs one of PostgreSQL's programs, as the `postgres` user when this is root.
-    private func run(_ program: String, _ arguments: String...) async throws {
-        let path = binaries.appending(path: program).path
-        if getuid() == 0 {
-            try await Self.run(URL(filePath: "/usr/sbin/runuser"), ["-u", "postgres", "--", path] + arguments)
-        } else {
-            try await Self.run(URL(filePath: path), arguments)
-        }
     }
 
     /// Runs `executable` to its end. (`Process.waitUntilExit()` needs a run loop, which a
