@@ -1,7 +1,9 @@
 import Foundation
+import Logging
 
 /// The origin's ``CircuitBreaker`` around each attempt: refuses it while the circuit is open,
-/// lets it through as a probe when the cool-down is over, and records how it ended.
+/// here or, when openings are shared, in another process of the fleet; lets it through as a
+/// probe when the cool-down is over, and records how it ended.
 struct CircuitBreakerStage: Stage {
     let origins: OriginRecords
     let breaker: CircuitBreaker
@@ -9,17 +11,30 @@ struct CircuitBreakerStage: Stage {
     private let failures: FailureClassifier
     /// The client's clock, which cool-downs and windows are measured on.
     let clock: any ClientClock
+    /// The fleet's open circuits, when openings are shared.
+    let fleet: FleetPauses?
+    let logger: Logger
 
-    init(origins: OriginRecords, breaker: CircuitBreaker, clientFailures: FailureClassifier?, clock: any ClientClock) {
+    init(
+        origins: OriginRecords,
+        breaker: CircuitBreaker,
+        clientFailures: FailureClassifier?,
+        clock: any ClientClock,
+        fleet: FleetPauses? = nil,
+        logger: Logger = Logger(label: "Trellis")
+    ) {
         self.origins = origins
         self.breaker = breaker
         self.clock = clock
+        self.fleet = fleet
+        self.logger = logger
         failures = breaker.failures(clientWide: clientFailures)
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let record = origins.record(of: request, call)
         let origin = record.origin
+        if let fleet { try await refuseIfTheFleetOpened(origin, fleet, request, call) }
         let probe: Bool
         switch record.circuit({ $0.admit(at: clock.instant, breaker) }) {
         case .pass:
@@ -59,11 +74,38 @@ struct CircuitBreakerStage: Stage {
         let change = record.circuit { $0.record(failed: failed, probe: probe, clock: clock, breaker) }
         switch change {
         case .opened(let until, let detail):
+            fleet?.announce(origin, pause: breaker.coolDown, logger: logger)
             call.observation?.resilienceEvent(.circuitOpened(origin: origin, until: until, detail: detail), for: request)
         case .closed:
             call.observation?.resilienceEvent(.circuitClosed(origin: origin), for: request)
         case nil:
             break
         }
+    }
+
+    /// Refuses the attempt while another process of the fleet has the origin's circuit open;
+    /// when the store fails, goes on with this process's circuit or refuses, as the sharing's
+    /// setting says.
+    private func refuseIfTheFleetOpened(_ origin: String, _ fleet: FleetPauses, _ request: Request, _ call: CallContext) async throws {
+        let refusal: CallRefusal
+        switch await fleet.pause(of: origin, logger: logger) {
+        case .paused(nil):
+            return
+        case .paused(let until?):
+            let left = until - clock.instant
+            refusal = CallRefusal(
+                request: request, origin: origin, reason: .circuitOpen, retryAt: clock.now.addingTimeInterval(left.inSeconds),
+                detail: "opened by a process of the fleet, \(String(format: "%.1f", left.inSeconds)) s of its cool-down left"
+            )
+        case .storeFailed(let detail):
+            call.observation?.resilienceEvent(.sharedStateFailed(origin: origin, policy: "circuit_breaker", detail: detail), for: request)
+            guard fleet.sharing.whenStoreFails == .refuseCalls else { return }
+            refusal = CallRefusal(
+                request: request, origin: origin, reason: .circuitOpen, retryAt: nil,
+                detail: "the fleet's open circuits are unknown, their store failed: \(detail)"
+            )
+        }
+        call.observation?.resilienceEvent(.callRefused(refusal), for: request)
+        throw TrellisError.callRefused(refusal)
     }
 }

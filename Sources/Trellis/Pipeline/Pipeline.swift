@@ -74,7 +74,10 @@ final class Pipeline: Sendable {
                 stages.append(HedgingStage(hedging: hedging, origins: origins, failures: hedging.failureClassifier ?? failures, clock: clock))
             }
             if let breaker = policies.circuitBreaker {
-                stages.append(CircuitBreakerStage(origins: origins, breaker: breaker, clientFailures: failures, clock: clock))
+                stages.append(CircuitBreakerStage(
+                    origins: origins, breaker: breaker, clientFailures: failures, clock: clock,
+                    fleet: resilience.fleetCircuits, logger: configuration.logger
+                ))
             }
             if let backoff = policies.sharedBackoff {
                 stages.append(SharedBackoffStage(

@@ -44,6 +44,12 @@ public struct CircuitBreaker: Sendable {
     /// Which attempts count as failures, in place of the client's classifier and the
     /// ``failureStatuses``.
     public var failureClassifier: FailureClassifier?
+    /// Shares the circuit's openings with the other processes of a fleet, as pauses in a
+    /// ``SharedPauseStore`` (a store of their own, not the shared backoff's): when this
+    /// process's circuit opens, every process refuses calls to the origin for the cool-down.
+    /// Each process still probes and closes its own circuit. `nil` (the default) keeps the
+    /// circuit in this process.
+    public var sharing: PauseSharing?
 
     /// 500, 502, 503 and 504: a server that is failing, not a request the server refused.
     public static let defaultFailureStatuses: Set<Int> = [500, 502, 503, 504]
@@ -55,7 +61,8 @@ public struct CircuitBreaker: Sendable {
         coolDown: Duration = .seconds(30),
         probes: Int = 1,
         failureStatuses: Set<Int> = CircuitBreaker.defaultFailureStatuses,
-        failureClassifier: FailureClassifier? = nil
+        failureClassifier: FailureClassifier? = nil,
+        sharing: PauseSharing? = nil
     ) {
         switch trip {
         case .consecutiveFailures(let count): self.trip = .consecutiveFailures(max(1, count))
@@ -66,6 +73,7 @@ public struct CircuitBreaker: Sendable {
         self.probes = max(1, probes)
         self.failureStatuses = failureStatuses
         self.failureClassifier = failureClassifier
+        self.sharing = sharing
     }
 
     /// The attempts this breaker counts as failures: its own classifier, else the client's,

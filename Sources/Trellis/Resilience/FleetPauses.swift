@@ -2,8 +2,8 @@ import Logging
 import NIOConcurrencyHelpers
 
 /// The fleet's pauses as this process last read them from a ``SharedPauseStore``, the reading
-/// under way, if any, and the store's failure. One per client, shared with the clients derived
-/// from it.
+/// under way, if any, and the store's failure. One per client and policy (the shared pause, the
+/// circuit breaker's openings), shared with the clients derived from it.
 final class FleetPauses: Sendable {
     private struct State {
         /// When each origin the fleet has paused may be called again.
@@ -24,11 +24,14 @@ final class FleetPauses: Sendable {
 
     let sharing: PauseSharing
     private let clock: any ClientClock
+    /// The policy whose pauses these are, for log lines.
+    private let policy: String
     private let state = NIOLockedValueBox(State())
 
-    init(_ sharing: PauseSharing, clock: any ClientClock) {
+    init(_ sharing: PauseSharing, clock: any ClientClock, policy: String) {
         self.sharing = sharing
         self.clock = clock
+        self.policy = policy
     }
 
     /// The fleet's pause of `origin`, from a reading no older than ``PauseSharing/readEvery``:
@@ -71,11 +74,12 @@ final class FleetPauses: Sendable {
     func announce(_ origin: String, pause duration: Duration, logger: Logger) {
         let sharing = sharing
         let clock = clock
+        let policy = policy
         Task {
             do {
                 try await withTimeLimit(sharing.timeLimit, on: clock) { try await sharing.store.pause(origin, for: duration) }
             } catch {
-                logger.warning("the shared pause's store could not be told of \(origin)'s pause of \(duration) (\(error)); the other processes do not learn of it")
+                logger.warning("the \(policy)'s store could not be told of \(origin)'s pause of \(duration) (\(error)); the other processes do not learn of it")
             }
         }
     }
@@ -104,7 +108,7 @@ final class FleetPauses: Sendable {
             }
         }
         if case .failure(let error) = result {
-            logger.warning("the shared pause's store could not be read (\(error)); it is read again in \(sharing.retryStoreAfter), and until then \(sharing.whenStoreFails == .continueInProcess ? "this process keeps its own pauses" : "calls under it are refused")")
+            logger.warning("the \(policy)'s store could not be read (\(error)); it is read again in \(sharing.retryStoreAfter), and until then \(sharing.whenStoreFails == .continueInProcess ? "this process goes on alone" : "calls under it are refused")")
         }
     }
 }

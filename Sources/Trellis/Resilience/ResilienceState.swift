@@ -14,12 +14,15 @@ final class ResilienceState: Sendable {
     let sharedTurns: KeyedStates<SharedRateLimitTurns>?
     /// With shared pauses, the fleet's pauses as this process last read them.
     let fleetPauses: FleetPauses?
+    /// With a shared circuit breaker, the fleet's open circuits as this process last read them.
+    let fleetCircuits: FleetPauses?
 
     init(_ settings: Client.Configuration.Resilience, clock: any ClientClock) {
         origins = OriginRecords(settings, clock: clock)
         calls = settings.coalescing.map { InFlightCalls($0) }
         turns = settings.rateLimit.map { KeyedStates($0, clock: clock) }
         sharedTurns = settings.rateLimit.flatMap { limit in limit.sharing.map { _ in KeyedStates(limit, clock: clock) } }
-        fleetPauses = settings.sharedBackoff?.sharing.map { FleetPauses($0, clock: clock) }
+        fleetPauses = settings.sharedBackoff?.sharing.map { FleetPauses($0, clock: clock, policy: "shared pause") }
+        fleetCircuits = settings.circuitBreaker?.sharing.map { FleetPauses($0, clock: clock, policy: "circuit breaker") }
     }
 }

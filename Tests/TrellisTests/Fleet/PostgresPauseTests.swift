@@ -50,5 +50,23 @@ struct PostgresPauseTests {
             }
         }
     }
+
+    /// A circuit one client opened on a 503, told to a table of open circuits, refuses another
+    /// client's call as an open circuit.
+    @Test func aCircuitOneClientOpenedRefusesAnothersCall() async throws {
+        try await PostgresServer.withDatabase { _, postgres in
+            let store = PostgresPauseStore(client: postgres, table: "trellis_open_circuits")
+            try await store.createTable()
+            try await SharedCircuitTests.withServer { server in
+                let sharing = PauseSharing(store: store, readEvery: .zero)
+                let request = try Request(method: .get, url: server.url)
+                #expect(try await SharedCircuitTests.client(server.url, sharing).data(for: request, accepting: [503]).status.code == 503)
+                // The opening reaches the database in a task of its own.
+                while try await store.pauses().isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                #expect(try await refusalOf(SharedCircuitTests.client(server.url, sharing), request).reason == .circuitOpen)
+                #expect(server.requests.count == 1)
+            }
+        }
+    }
 }
 #endif
