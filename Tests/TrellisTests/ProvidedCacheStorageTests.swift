@@ -59,6 +59,30 @@ struct ProvidedCacheStorageTests {
         }
     }
 
+    /// A storage shared by clients of different users is held to the cache's own rules: an
+    /// answer to a request with credentials is not stored unless it says it may be, so one
+    /// user's answer never reaches the other (the pair the in-process cache has in
+    /// `FeaturePairTests.theCacheNeverServesOneCallersAnswerToAnother`).
+    @Test func aSharedStorageNeverServesOneUsersAnswerToAnother() async throws {
+        try await ScriptedServer.with({ received in
+            ScriptedServer.response("200 OK", ["Cache-Control: max-age=60"], body: received.field("Authorization") ?? "none")
+        }) { server in
+            let storage = DictionaryStorage()
+            let request = try Request(method: .get, url: server.url.appending(path: "me"))
+            func asUser(_ token: String) async throws -> String {
+                let client = Client(baseURL: server.url) {
+                    $0.cache = HTTPCache(storage: storage)
+                    $0.defaultHeaders[.authorization] = "Bearer \(token)"
+                }
+                return String(decoding: try await client.data(for: request).body, as: UTF8.self)
+            }
+            #expect(try await asUser("ada") == "Bearer ada")
+            #expect(try await asUser("bob") == "Bearer bob")
+            #expect(server.requests.count == 2)
+            #expect(storage.state.withLockedValue { $0.entries.isEmpty })
+        }
+    }
+
     /// A storage that fails is a miss each time, and one that returns a damaged body is too:
     /// the call goes to the server and answers what the server sent.
     @Test func aFailingOrDamagingStorageIsAMiss() async throws {
