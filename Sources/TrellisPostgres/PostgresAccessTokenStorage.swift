@@ -166,7 +166,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                 try await self.client.withTransaction(logger: self.logger) { connection in
                     connected.withLockedValue { $0 = true }
                     var bindings = PostgresBindings()
-                    bindings.append("\(Self.milliseconds(self.lockWait))ms")
+                    bindings.append("\(Int64((self.lockWait.inSeconds * 1000).rounded()))ms")
                     bindings.append("\(self.table):\(label)")
                     try await connection.query(
                         PostgresQuery(unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings),
@@ -237,10 +237,6 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
         }
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
 }
 
 /// The database did not give a connection within the storage's time limit.

@@ -126,7 +126,7 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
     public func fetchingOnce<Result: Sendable>(_ key: String, _ fetch: () async throws -> Result) async throws -> Result {
         let lease = LockLease()
         var bindings = PostgresBindings()
-        bindings.append("\(Self.milliseconds(lockWait))ms")
+        bindings.append("\(Int64((lockWait.inSeconds * 1000).rounded()))ms")
         bindings.append("\(table):\(key)")
         let lock = PostgresQuery(
             unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings
@@ -159,9 +159,5 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
         return try await fetch()
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
 }
 #endif

@@ -52,10 +52,9 @@ public struct PostgresPauseStore: SharedPauseStore {
     }
 
     public func pause(_ origin: String, for duration: Duration) async throws {
-        let (seconds, attoseconds) = duration.components
         var bindings = PostgresBindings()
         bindings.append(origin)
-        bindings.append(Double(seconds) + Double(attoseconds) / 1e18)
+        bindings.append(duration.inSeconds)
         let sql = """
             INSERT INTO \(table) AS pauses (origin, pause_ends)
             VALUES ($1, extract(epoch FROM clock_timestamp())::double precision + $2)

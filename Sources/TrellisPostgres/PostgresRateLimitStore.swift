@@ -53,7 +53,7 @@ public struct PostgresRateLimitStore: RateLimitStore {
     }
 
     public func takeTurns(_ count: Int, of key: String, under limit: RateLimit) async throws -> [Duration] {
-        let interval = Self.seconds(limit.period / limit.requests)
+        let interval = (limit.period / limit.requests).inSeconds
         let span = interval * Double(count)
         let tolerance = interval * Double(limit.burst - 1)
         var bindings = PostgresBindings()
@@ -75,8 +75,8 @@ public struct PostgresRateLimitStore: RateLimitStore {
     }
 
     public func hold(_ key: String, for duration: Duration, under limit: RateLimit) async throws {
-        let interval = Self.seconds(limit.period / limit.requests)
-        let until = Self.seconds(duration) + interval * Double(limit.burst - 1)
+        let interval = (limit.period / limit.requests).inSeconds
+        let until = duration.inSeconds + interval * Double(limit.burst - 1)
         var bindings = PostgresBindings()
         bindings.append(key)
         bindings.append(until)
@@ -86,11 +86,6 @@ public struct PostgresRateLimitStore: RateLimitStore {
             ON CONFLICT (key) DO UPDATE SET next_turn = greatest(turns.next_turn, (SELECT now FROM clock) + $2)
             """
         try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
 #endif

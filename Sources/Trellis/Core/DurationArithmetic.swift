@@ -4,8 +4,9 @@ import NIOCore
 /// an absurd number (a retry budget of ten million seconds, `.seconds(Int64.max)`) means "a
 /// very long time", never a crash.
 extension Duration {
-    /// The duration in seconds, as a `Double` (lossy, but never trapping).
-    var inSeconds: Double {
+    /// The duration in seconds, as a `Double` (lossy, but never trapping). (`package`:
+    /// `TrellisPostgres` gives durations to its statements in seconds.)
+    package var inSeconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
