@@ -49,11 +49,12 @@ struct ProvidedCacheStorageTests {
     }
 
     /// What one client stored, another client of the storage is served, as the server sent it.
-    @Test func aStoredResponseIsServedToAnotherClientOfTheStorage() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aStoredResponseIsServedToAnotherClientOfTheStorage(_ kind: TransportKind) async throws {
         try await Self.withServer { server, request in
             let storage = DictionaryStorage()
-            _ = try await Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
-            let served = try await Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
+            _ = try await Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
+            let served = try await Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
             #expect(String(decoding: served.body, as: UTF8.self) == "the article")
             #expect(server.requests.count == 1)
         }
@@ -63,14 +64,15 @@ struct ProvidedCacheStorageTests {
     /// answer to a request with credentials is not stored unless it says it may be, so one
     /// user's answer never reaches the other (the pair the in-process cache has in
     /// `FeaturePairTests.theCacheNeverServesOneCallersAnswerToAnother`).
-    @Test func aSharedStorageNeverServesOneUsersAnswerToAnother() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aSharedStorageNeverServesOneUsersAnswerToAnother(_ kind: TransportKind) async throws {
         try await ScriptedServer.with({ received in
             ScriptedServer.response("200 OK", ["Cache-Control: max-age=60"], body: received.field("Authorization") ?? "none")
         }) { server in
             let storage = DictionaryStorage()
             let request = try Request(method: .get, url: server.url.appending(path: "me"))
             func asUser(_ token: String) async throws -> String {
-                let client = Client(baseURL: server.url) {
+                let client = Client(baseURL: server.url, transport: kind.transport) {
                     $0.cache = HTTPCache(storage: storage)
                     $0.defaultHeaders[.authorization] = "Bearer \(token)"
                 }

@@ -19,8 +19,10 @@ struct SharedCircuitTests {
         }, body)
     }
 
-    static func client(_ url: URL, _ sharing: PauseSharing?, events: RecordedResilienceEvents? = nil) -> Client {
-        Client(baseURL: url) {
+    static func client(
+        _ url: URL, _ sharing: PauseSharing?, events: RecordedResilienceEvents? = nil, kind: TransportKind = .asyncHTTPClient
+    ) -> Client {
+        Client(baseURL: url, transport: kind.transport) {
             $0.resilience.circuitBreaker = CircuitBreaker(opensAfter: .consecutiveFailures(1), coolDown: .seconds(30), sharing: sharing)
             if let events { $0.observability.eventMonitors = [events] }
         }
@@ -28,13 +30,14 @@ struct SharedCircuitTests {
 
     /// One client's circuit opens on a 503: another client of the store refuses its call as
     /// an open circuit, naming the fleet, while a client that shares nothing goes on.
-    @Test func aCircuitOneClientOpenedRefusesTheOthersCalls() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aCircuitOneClientOpenedRefusesTheOthersCalls(_ kind: TransportKind) async throws {
         try await Self.withServer { server in
             let store = SharedPauseTests.MemoryPauseStore()
             let sharing = PauseSharing(store: store, readEvery: .zero)
-            let opened = Self.client(server.url, sharing)
-            let other = Self.client(server.url, sharing)
-            let alone = Self.client(server.url, nil)
+            let opened = Self.client(server.url, sharing, kind: kind)
+            let other = Self.client(server.url, sharing, kind: kind)
+            let alone = Self.client(server.url, nil, kind: kind)
             let request = try Request(method: .get, url: server.url)
             #expect(try await opened.data(for: request, accepting: [503]).status.code == 503)
             for await _ in store.pausesTold { break }

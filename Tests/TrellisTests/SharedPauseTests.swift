@@ -57,8 +57,10 @@ struct SharedPauseTests {
         }, body)
     }
 
-    static func client(_ url: URL, _ sharing: PauseSharing?, events: RecordedResilienceEvents? = nil) -> Client {
-        Client(baseURL: url) {
+    static func client(
+        _ url: URL, _ sharing: PauseSharing?, events: RecordedResilienceEvents? = nil, kind: TransportKind = .asyncHTTPClient
+    ) -> Client {
+        Client(baseURL: url, transport: kind.transport) {
             $0.resilience.sharedBackoff = SharedBackoff(maximumWait: .seconds(1), sharing: sharing)
             if let events { $0.observability.eventMonitors = [events] }
         }
@@ -67,13 +69,14 @@ struct SharedPauseTests {
     /// One client is told to pause for 30 s: another client of the store, reading it, refuses
     /// its call at once (the pause is longer than it waits), while a client that shares nothing
     /// goes on. The server sees the first call and the unshared one alone.
-    @Test func aPauseOneClientIsToldHoldsTheOthers() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aPauseOneClientIsToldHoldsTheOthers(_ kind: TransportKind) async throws {
         try await Self.withServer { server in
             let store = MemoryPauseStore()
             let sharing = PauseSharing(store: store, readEvery: .zero)
-            let told = Self.client(server.url, sharing)
-            let other = Self.client(server.url, sharing)
-            let alone = Self.client(server.url, nil)
+            let told = Self.client(server.url, sharing, kind: kind)
+            let other = Self.client(server.url, sharing, kind: kind)
+            let alone = Self.client(server.url, nil, kind: kind)
             let request = try Request(method: .get, url: server.url)
             let answer = try await told.data(for: request, accepting: [429])
             #expect(answer.status.code == 429)
