@@ -4,36 +4,47 @@ import Hummingbird
 import MultipartKit
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import Trellis
 @testable import TrellisTesting
 
 /// Bytes that look random and are the same on every run, and their SHA-256.
 ///
 /// A 64 KiB random block repeated, each copy stamped with its index: a misplaced, repeated or
-/// missing chunk changes the digest, and a 64 MiB blob is made in milliseconds even in a debug
-/// build.
+/// missing chunk changes the digest. Made with plain copies of memory, so that a 64 MiB blob
+/// takes milliseconds even in a debug build under ThreadSanitizer: made through `ByteBuffer`'s
+/// generic calls there, blobs held the suite's two cooperative threads for tens of seconds and
+/// every other test's calls timed out waiting for them.
 struct Blob: Sendable {
     let bytes: ByteBuffer
     let etag: String
 
     init(size: Int, seed: UInt64, etag: String? = nil) {
         var generator = SeededGenerator(seed: seed)
-        var block = ByteBuffer()
-        for _ in 0..<(8 * 1024) { block.writeInteger(generator.next(), as: UInt64.self) }
+        let block = (0..<(8 * 1024)).map { _ in generator.next().bigEndian }
         var buffer = ByteBuffer()
-        buffer.reserveCapacity(size)
-        var index: UInt64 = 0
-        while buffer.readableBytes < size {
-            block.setInteger(index ^ seed, at: 0, as: UInt64.self)
-            var copy = block.getSlice(at: 0, length: min(block.readableBytes, size - buffer.readableBytes))!
-            buffer.writeBuffer(&copy)
-            index += 1
+        if size > 0 {
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { target in
+                block.withUnsafeBytes { source in
+                    var offset = 0
+                    var index: UInt64 = 0
+                    while offset < size {
+                        let count = min(source.count, size - offset)
+                        let copy = target.baseAddress! + offset
+                        copy.copyMemory(from: source.baseAddress!, byteCount: count)
+                        withUnsafeBytes(of: (index ^ seed).bigEndian) { copy.copyMemory(from: $0.baseAddress!, byteCount: min(8, count)) }
+                        offset += count
+                        index += 1
+                    }
+                }
+                return size
+            }
         }
         self.bytes = buffer
         self.etag = etag ?? "\"\(seed)-\(size)\""
     }
 
-    var data: Data { Data(bytes.readableBytesView) }
+    var data: Data { bytes.withUnsafeReadableBytes { Data($0) } }
     var sha256: String { Digest.hex(of: bytes) }
 }
 
@@ -176,6 +187,14 @@ final class FileShelf: Sendable {
             throw HTTPError(.badRequest, message: "not multipart/form-data")
         }
         let boundary = String(contentType.dropFirst("multipart/form-data; boundary=".count))
+        let body = try await request.body.collect(upTo: 64 << 20)
+        // On SwiftNIO's thread pool: MultipartKit reads byte by byte, which in a debug build
+        // under ThreadSanitizer holds a thread for seconds per MiB; on one of the two
+        // cooperative threads that starved every other test's tasks.
+        return try await NIOThreadPool.singleton.runIfActive { try parseMultipart(body, boundary: boundary) }
+    }
+
+    private static func parseMultipart(_ body: ByteBuffer, boundary: String) throws -> [ReceivedPart] {
         let parser = MultipartParser(boundary: boundary)
         let parts = NIOLockedValueBox<[ReceivedPart]>([])
         let current = NIOLockedValueBox<(headers: [String: String], hasher: SHA256, bytes: Int, text: [UInt8])>(([:], SHA256(), 0, []))
@@ -202,9 +221,7 @@ final class FileShelf: Sendable {
                 ))
             }
         }
-        for try await chunk in request.body {
-            try parser.execute(chunk)
-        }
+        try parser.execute(body)
         return parts.withLockedValue { $0 }
     }
 }
