@@ -39,6 +39,9 @@ guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string
 }
 let postgres = PostgresClient(configuration: .init(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres"))
 let client: Client
+// The database's operations get 30 s: the tests are not about their time limits, and under
+// ThreadSanitizer with a build beside the suite a round trip took more than the default 2 s.
+let storeLimit = Duration.seconds(30)
 // The calls to make: a number of them, or calls until a deadline.
 let more: (_ made: Int) -> Bool
 var request = try Request(method: .get, url: url.appending(path: "me"))
@@ -49,12 +52,12 @@ case "rate-limit" where arguments.count == 7:
     client = Client(baseURL: url) {
         $0.resilience.rateLimit = RateLimit(
             requests: quota, per: .seconds(1), maximumWait: .seconds(60),
-            sharing: RateLimitSharing(store: store, batch: batch, whenStoreFails: .refuseCalls)
+            sharing: RateLimitSharing(store: store, batch: batch, timeLimit: storeLimit, whenStoreFails: .refuseCalls)
         )
     }
     more = { $0 < count }
 case "tokens":
-    let storage = PostgresAccessTokenStorage(client: postgres, lockWait: .seconds(20))
+    let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: storeLimit, lockWait: .seconds(20))
     client = Client(baseURL: url) {
         $0.accessTokens = AccessTokenSettings(storage: storage, refresher: Refresher(url: url), expiryLeeway: .milliseconds(500))
     }
@@ -62,8 +65,8 @@ case "tokens":
     let deadline = ContinuousClock.now + .seconds(count)
     more = { $0 == 0 || ContinuousClock.now < deadline }
 case "cache":
-    let storage = PostgresHTTPCacheStorage(client: postgres)
-    client = Client(baseURL: url) { $0.cache = HTTPCache(storage: storage) }
+    let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: storeLimit)
+    client = Client(baseURL: url) { $0.cache = HTTPCache(storage: storage, timeLimit: storeLimit) }
     more = { $0 < count }
 default:
     print("unknown mode \(arguments[1])")

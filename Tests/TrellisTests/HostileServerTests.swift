@@ -450,6 +450,9 @@ struct HostileServerTests {
         try await HostileServer.with { server in
             let client = Client(baseURL: server.url, transport: kind.transport) {
                 $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 3))
+                // Not about timeouts: under ThreadSanitizer beside a build, the four sends of
+                // `/cut-short` once ran out of the default minute after three.
+                $0.timeouts = .patient
             }
             // A status under 100 (`/status-000`) would trap the process inside AsyncHTTPClient
             // 1.37 if it got there (see `ResponseStatusGuard`).
@@ -568,7 +571,7 @@ struct HostileServerTests {
             // AsyncHTTPClient passes it on. It sometimes reports the reset as a cancellation
             // instead, which must not reach a caller that cancelled nothing: 20 runs.
             for _ in 0..<20 {
-                let reset = await #expect(throws: TrellisError.self) { try await impatient.data(for: get(server.url, "/reset")) }
+                let reset = await #expect(throws: TrellisError.self) { try await patient.data(for: get(server.url, "/reset")) }
                 guard case .connectionFailed(let resetFailure) = reset else {
                     Issue.record("expected connectionFailed, got \(String(describing: reset))")
                     return

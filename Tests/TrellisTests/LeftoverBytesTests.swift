@@ -18,6 +18,8 @@ struct LeftoverBytesTests {
         } _: { server in
             var configuration = AsyncHTTPClientTransport.defaultConfiguration
             configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 1
+            // Not about timeouts: under ThreadSanitizer beside a build, a connection took more than the 10 s default.
+            configuration.timeout.connect = .seconds(120)
             let transport = AsyncHTTPClientTransport(configuration: configuration)
             let client = Client(baseURL: server.url, transport: transport)
             for round in 0..<10 {

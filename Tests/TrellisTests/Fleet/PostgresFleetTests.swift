@@ -37,7 +37,7 @@ struct PostgresFleetTests {
         try await PostgresServer.withDatabase { database, postgres in
             let server = RotatingTokenServer(lifetime: .seconds(2))
             try await TestServer.with(server.install) { url in
-                let storage = PostgresAccessTokenStorage(client: postgres)
+                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
                 try await storage.createTable()
                 let pair = server.login()
                 try await storage.store(
@@ -62,7 +62,7 @@ struct PostgresFleetTests {
         try await PostgresServer.withDatabase { database, postgres in
             let server = RotatingTokenServer(lifetime: .seconds(60))
             try await TestServer.with(server.install) { url in
-                let storage = PostgresAccessTokenStorage(client: postgres)
+                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
                 try await storage.createTable()
                 try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
                 let arguments = ["tokens", database.socket, url.absoluteString, "0"]

@@ -22,20 +22,20 @@ struct PostgresHTTPCacheTests {
         }, body)
     }
 
-    static func client(_ url: URL, _ storage: PostgresHTTPCacheStorage) -> Client {
-        Client(baseURL: url) { $0.cache = HTTPCache(storage: storage, timeLimit: .milliseconds(500)) }
+    static func client(_ url: URL, _ storage: PostgresHTTPCacheStorage, timeLimit: Duration = .patientStoreLimit) -> Client {
+        Client(baseURL: url) { $0.cache = HTTPCache(storage: storage, timeLimit: timeLimit) }
     }
 
     /// A response one client fetched is served to another from the database, and is what the
     /// server sent.
     @Test func aResponseOneClientFetchedIsServedToAnother() async throws {
         try await PostgresServer.withDatabase { _, postgres in
-            let storage = PostgresHTTPCacheStorage(client: postgres)
+            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .patientStoreLimit)
             try await storage.createTable()
             try await Self.withServer { server in
                 let request = try Request(method: .get, url: server.url.appending(path: "article"))
                 let first = try await Self.client(server.url, storage).data(for: request)
-                let second = try await Self.client(server.url, PostgresHTTPCacheStorage(client: postgres)).data(for: request)
+                let second = try await Self.client(server.url, PostgresHTTPCacheStorage(client: postgres, timeLimit: .patientStoreLimit)).data(for: request)
                 #expect(second.body == first.body)
                 #expect(String(decoding: second.body, as: UTF8.self).hasSuffix("/article"))
                 #expect(server.requests.count == 1)
@@ -48,11 +48,11 @@ struct PostgresHTTPCacheTests {
     /// one request.
     @Test func clientsThatMissAtOnceFetchOnce() async throws {
         try await PostgresServer.withDatabase { _, postgres in
-            let storage = PostgresHTTPCacheStorage(client: postgres)
+            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .patientStoreLimit)
             try await storage.createTable()
             try await Self.withServer(holding: true) { server in
                 let request = try Request(method: .get, url: server.url.appending(path: "report"))
-                let clients = [Self.client(server.url, storage), Self.client(server.url, PostgresHTTPCacheStorage(client: postgres))]
+                let clients = [Self.client(server.url, storage), Self.client(server.url, PostgresHTTPCacheStorage(client: postgres, timeLimit: .patientStoreLimit))]
                 try await withThrowingTaskGroup(of: Data.self) { group in
                     group.addTask { try await clients[0].data(for: request).body }
                     for await _ in server.arrivals { break }
@@ -71,7 +71,7 @@ struct PostgresHTTPCacheTests {
     /// its capacity, the latest entry is served from it and the first has gone.
     @Test func theSizeBoundHoldsAndTheLeastRecentlyUsedGo() async throws {
         try await PostgresServer.withDatabase { _, postgres in
-            let storage = PostgresHTTPCacheStorage(client: postgres, capacity: 8 << 10)
+            let storage = PostgresHTTPCacheStorage(client: postgres, capacity: 8 << 10, timeLimit: .patientStoreLimit)
             try await storage.createTable()
             try await Self.withServer(size: 1000) { server in
                 let client = Self.client(server.url, storage)
@@ -95,10 +95,10 @@ struct PostgresHTTPCacheTests {
     /// to the server; once it is back, the cache serves again.
     @Test func aStoppedDatabaseIsAMiss() async throws {
         try await PostgresServer.withDatabase { database, postgres in
-            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .milliseconds(500))
+            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .stoppedStoreLimit)
             try await storage.createTable()
             try await Self.withServer { server in
-                let client = Self.client(server.url, storage)
+                let client = Self.client(server.url, storage, timeLimit: .stoppedStoreLimit)
                 let request = try Request(method: .get, url: server.url.appending(path: "page"))
                 _ = try await client.data(for: request)
                 try await database.stop()

@@ -20,7 +20,7 @@ struct PostgresPauseTests {
             try await SharedPauseTests.withServer { server in
                 let events = RecordedResilienceEvents()
                 let sharing = { (failure: SharedStateFailure) in
-                    PauseSharing(store: store, readEvery: .zero, timeLimit: .milliseconds(500), whenStoreFails: failure, retryStoreAfter: .zero)
+                    PauseSharing(store: store, readEvery: .zero, timeLimit: .stoppedStoreLimit, whenStoreFails: failure, retryStoreAfter: .zero)
                 }
                 let told = SharedPauseTests.client(server.url, sharing(.continueInProcess))
                 let refusing = SharedPauseTests.client(server.url, sharing(.refuseCalls))
@@ -58,7 +58,7 @@ struct PostgresPauseTests {
             let store = PostgresPauseStore(client: postgres, table: "trellis_open_circuits")
             try await store.createTable()
             try await SharedCircuitTests.withServer { server in
-                let sharing = PauseSharing(store: store, readEvery: .zero)
+                let sharing = PauseSharing(store: store, readEvery: .zero, timeLimit: .patientStoreLimit)
                 let request = try Request(method: .get, url: server.url)
                 #expect(try await SharedCircuitTests.client(server.url, sharing).data(for: request, accepting: [503]).status.code == 503)
                 // The opening reaches the database in a task of its own.
