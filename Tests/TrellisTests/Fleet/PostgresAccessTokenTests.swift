@@ -74,7 +74,7 @@ struct PostgresAccessTokenTests {
         try await PostgresServer.withDatabase { database, postgres in
             let server = RotatingTokenServer(lifetime: .seconds(60))
             try await TestServer.with(server.install) { url in
-                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .stoppedStoreLimit)
+                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500))
                 try await storage.createTable()
                 let pair = server.login()
                 try await storage.store(AccessToken(accessToken: pair.access, refreshToken: pair.refresh, expiresIn: 60), for: AccessTokenRequirement.defaultLabel)
@@ -95,8 +95,8 @@ struct PostgresAccessTokenTests {
         try await PostgresServer.withDatabase { database, postgres in
             let server = RotatingTokenServer(lifetime: .seconds(60))
             try await TestServer.with(server.install) { url in
-                let refusing = PostgresAccessTokenStorage(client: postgres, timeLimit: .stoppedStoreLimit)
-                let alone = PostgresAccessTokenStorage(client: postgres, timeLimit: .stoppedStoreLimit, whenDatabaseFails: .continueInProcess)
+                let refusing = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500))
+                let alone = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500), whenDatabaseFails: .continueInProcess)
                 try await refusing.createTable()
                 try await refusing.store(Self.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
                 _ = try await alone.fetch(for: AccessTokenRequirement.defaultLabel)

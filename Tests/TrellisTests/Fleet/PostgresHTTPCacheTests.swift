@@ -95,10 +95,10 @@ struct PostgresHTTPCacheTests {
     /// to the server; once it is back, the cache serves again.
     @Test func aStoppedDatabaseIsAMiss() async throws {
         try await PostgresServer.withDatabase { database, postgres in
-            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .stoppedStoreLimit)
+            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .milliseconds(500))
             try await storage.createTable()
             try await Self.withServer { server in
-                let client = Self.client(server.url, storage, timeLimit: .stoppedStoreLimit)
+                let client = Self.client(server.url, storage, timeLimit: .milliseconds(500))
                 let request = try Request(method: .get, url: server.url.appending(path: "page"))
                 _ = try await client.data(for: request)
                 try await database.stop()

@@ -20,7 +20,7 @@ struct PostgresPauseTests {
             try await SharedPauseTests.withServer { server in
                 let events = RecordedResilienceEvents()
                 let sharing = { (failure: SharedStateFailure) in
-                    PauseSharing(store: store, readEvery: .zero, timeLimit: .stoppedStoreLimit, whenStoreFails: failure, retryStoreAfter: .zero)
+                    PauseSharing(store: store, readEvery: .zero, timeLimit: .milliseconds(500), whenStoreFails: failure, retryStoreAfter: .zero)
                 }
                 let told = SharedPauseTests.client(server.url, sharing(.continueInProcess))
                 let refusing = SharedPauseTests.client(server.url, sharing(.refuseCalls))

@@ -54,7 +54,7 @@ struct PostgresRateLimitTests {
             try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
                 let events = RecordedResilienceEvents()
                 let sharing = { (failure: SharedStateFailure) in
-                    RateLimitSharing(store: store, batch: 1, timeLimit: .stoppedStoreLimit, whenStoreFails: failure, retryStoreAfter: .zero)
+                    RateLimitSharing(store: store, batch: 1, timeLimit: .seconds(2), whenStoreFails: failure, retryStoreAfter: .zero)
                 }
                 let refusing = Client(baseURL: server.url) {
                     $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), sharing: sharing(.refuseCalls))
