@@ -9,14 +9,9 @@ import Testing
 struct SharedCircuitTests {
     /// A server whose first request fails with a 503 and whose others are answered.
     static func withServer(_ body: (ScriptedServer) async throws -> Void) async throws {
-        let first = NIOLockedValueBox(true)
-        try await ScriptedServer.with({ _ in
-            let isFirst = first.withLockedValue { state in
-                defer { state = false }
-                return state
-            }
-            return isFirst ? ScriptedServer.response("503 Service Unavailable") : ScriptedServer.response("200 OK")
-        }, body)
+        try await ScriptedServer.with(
+            ScriptedServer.answering(first: ScriptedServer.response("503 Service Unavailable"), others: ScriptedServer.response("200 OK")), body
+        )
     }
 
     static func client(

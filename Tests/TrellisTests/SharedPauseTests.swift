@@ -47,14 +47,10 @@ struct SharedPauseTests {
 
     /// A server that asks for a pause of 30 s on its first request and answers the others.
     static func withServer(_ body: (ScriptedServer) async throws -> Void) async throws {
-        let first = NIOLockedValueBox(true)
-        try await ScriptedServer.with({ _ in
-            let isFirst = first.withLockedValue { state in
-                defer { state = false }
-                return state
-            }
-            return isFirst ? ScriptedServer.response("429 Too Many Requests", ["Retry-After: 30"]) : ScriptedServer.response("200 OK")
-        }, body)
+        try await ScriptedServer.with(
+            ScriptedServer.answering(first: ScriptedServer.response("429 Too Many Requests", ["Retry-After: 30"]), others: ScriptedServer.response("200 OK")),
+            body
+        )
     }
 
     static func client(

@@ -211,4 +211,15 @@ extension ScriptedServer {
     static func response(_ status: String, _ fields: [String] = [], body: String = "") -> String {
         "HTTP/1.1 \(status)\r\n" + fields.map { $0 + "\r\n" }.joined() + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
     }
+
+    /// A script that answers the first request with `first` and every other with `others`.
+    static func answering(first: String, others: String) -> Script {
+        let isFirst = NIOLockedValueBox(true)
+        return { _ in
+            isFirst.withLockedValue { isFirst in
+                defer { isFirst = false }
+                return isFirst
+            } ? first : others
+        }
+    }
 }
