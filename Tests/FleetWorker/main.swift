@@ -37,7 +37,11 @@ guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string
     print("       trellis-fleet-worker cache DATABASE_SOCKET SERVER_URL CALLS")
     exit(2)
 }
-let postgres = PostgresClient(configuration: .init(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres"))
+var configuration = PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
+// Keep-alive off, as in the tests' own clients (PostgresServer.configuration): postgres-nio
+// 1.33.2 can leave `run()` waiting for ever on a keep-alive sent to a connection it has closed.
+configuration.options.keepAliveBehavior = nil
+let postgres = PostgresClient(configuration: configuration)
 let client: Client
 // The database's operations get 30 s: the tests are not about their time limits, and under
 // ThreadSanitizer with a build beside the suite a round trip took more than the default 2 s.

@@ -19,20 +19,24 @@ struct PostgresPauseTests {
             try await store.createTable()
             try await SharedPauseTests.withServer { server in
                 let events = RecordedResilienceEvents()
-                let sharing = { (failure: SharedStateFailure) in
-                    PauseSharing(store: store, readEvery: .zero, timeLimit: .milliseconds(500), whenStoreFails: failure, retryStoreAfter: .zero)
+                // Short limits for the stopped database; while it runs, a loaded machine may take
+                // longer than they allow, so the clients of that part are patient: a write of the
+                // pause that ran out of 0.5 s was never retried, and the wait for it below hung.
+                let sharing = { (failure: SharedStateFailure, limit: Duration) in
+                    PauseSharing(store: store, readEvery: .zero, timeLimit: limit, whenStoreFails: failure, retryStoreAfter: .zero)
                 }
-                let told = SharedPauseTests.client(server.url, sharing(.continueInProcess))
-                let refusing = SharedPauseTests.client(server.url, sharing(.refuseCalls))
+                let told = SharedPauseTests.client(server.url, sharing(.continueInProcess, .patientStoreLimit))
+                let refusingPatiently = SharedPauseTests.client(server.url, sharing(.refuseCalls, .patientStoreLimit))
+                let refusing = SharedPauseTests.client(server.url, sharing(.refuseCalls, .milliseconds(500)))
                 let request = try Request(method: .get, url: server.url)
                 #expect(try await told.data(for: request, accepting: [429]).status.code == 429)
                 // The pause reaches the database in a task of its own.
                 while try await store.pauses().isEmpty { try await Task.sleep(for: .milliseconds(10)) }
-                #expect(try await refusalOf(refusing, request).reason == .rateLimited)
+                #expect(try await refusalOf(refusingPatiently, request).reason == .rateLimited)
                 #expect(server.requests.count == 1)
 
                 try await database.stop()
-                let alone = SharedPauseTests.client(server.url, sharing(.continueInProcess), events: events)
+                let alone = SharedPauseTests.client(server.url, sharing(.continueInProcess, .milliseconds(500)), events: events)
                 _ = try await alone.data(for: request)
                 #expect(events.names == ["shared_state_failed"])
                 let refusal = try await refusalOf(refusing, request)

@@ -83,9 +83,15 @@ final class PostgresServer: Sendable {
         await server.remove()
     }
 
-    /// How a client reaches the server.
+    /// How a client reaches the server, with keep-alive off: in postgres-nio 1.33.2 a keep-alive
+    /// that starts as the pool closes its connection for idleness (at 60 s, the second 30 s
+    /// keep-alive) is written to the closed channel and never answered, and `run()` waits for it
+    /// for ever, cancelled or not. Under load that held a test's end three times (its pool's
+    /// trace showed the keep-alive's query never reaching the connection).
     var configuration: PostgresClient.Configuration {
-        PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
+        var configuration = PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
+        configuration.options.keepAliveBehavior = nil
+        return configuration
     }
 
     /// Starts the server again on its socket, after ``stop()``, and returns once it accepts

@@ -8,7 +8,8 @@ import NIOCore
 /// An authorization server that rotates refresh tokens as Auth0 and Okta do: each refresh
 /// token is good once, and a second use of one revokes every token it ever issued (the
 /// family), so that a fleet refreshing twice at once is logged out. Access tokens expire after
-/// `lifetime`. `GET /me` answers 200 to a live access token and 401 otherwise.
+/// `lifetime`, and are still taken for `grace` beyond it, as by a server that allows for clocks
+/// that disagree. `GET /me` answers 200 to a live access token and 401 otherwise.
 final class RotatingTokenServer: Sendable {
     struct State {
         var issued = 0
@@ -23,13 +24,15 @@ final class RotatingTokenServer: Sendable {
     }
 
     let lifetime: Duration
+    let grace: Duration
     let state = NIOLockedValueBox(State())
     /// Yields once for each refresh the server holds without answering (``holdRefreshes()``).
     let heldRefreshes: AsyncStream<Void>
     private let heldRefresh: AsyncStream<Void>.Continuation
 
-    init(lifetime: Duration) {
+    init(lifetime: Duration, grace: Duration = .zero) {
         self.lifetime = lifetime
+        self.grace = grace
         (heldRefreshes, heldRefresh) = AsyncStream.makeStream()
     }
 
@@ -61,7 +64,7 @@ final class RotatingTokenServer: Sendable {
     private func issue(_ state: inout State) -> (access: String, refresh: String) {
         state.issued += 1
         let pair = (access: "access-\(state.issued)", refresh: "refresh-\(state.issued)")
-        state.liveAccess[pair.access] = .now + lifetime
+        state.liveAccess[pair.access] = .now + lifetime + grace
         state.liveRefresh.insert(pair.refresh)
         return pair
     }
