@@ -42,6 +42,12 @@ final class LockLease: Sendable {
         resolve(.failed("no connection within \(limit)"))
     }
 
+    /// Fails the lease when the holder has not taken the lock yet: a statement postgres-nio
+    /// never answers (see `StatementTimeLimits`) would otherwise hold the caller.
+    func giveUpUnlessTaken(after limit: Duration) {
+        resolve(.failed("the lock was not taken within \(limit)"))
+    }
+
     /// For the holder, once it has the lock: tells the caller, and returns when the caller
     /// releases it.
     func holdUntilReleased() async {

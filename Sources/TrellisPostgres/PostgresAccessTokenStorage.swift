@@ -153,41 +153,33 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
     }
 
     /// Runs `body` with the token stored under `label`, in a transaction that holds the
-    /// label's advisory lock, and stores what it returns when that differs. The wait for a
-    /// connection is held to ``timeLimit`` and the wait for the lock to ``lockWait`` (by the
-    /// server's `lock_timeout`).
+    /// label's advisory lock, and stores what it returns when that differs. The connection and
+    /// each statement are held to ``timeLimit``, the lock to ``lockWait`` (the server's
+    /// `lock_timeout`) and ``timeLimit`` beside it; `body` (the refresh) to the client's own
+    /// timeouts.
     private func underLock(
         _ label: String,
         _ body: @escaping @Sendable (AccessToken?) async throws -> AccessToken
     ) async throws -> AccessToken {
-        let connected = NIOLockedValueBox(false)
-        return try await withThrowingTaskGroup(of: AccessToken?.self) { group in
-            group.addTask {
-                try await self.client.withTransaction(logger: self.logger) { connection in
-                    connected.withLockedValue { $0 = true }
-                    var bindings = PostgresBindings()
-                    bindings.append("\(Int64((self.lockWait.inSeconds * 1000).rounded()))ms")
-                    bindings.append("\(self.table):\(label)")
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings),
-                        logger: self.logger
-                    )
-                    let stored = try await self.read(label, on: connection)
-                    let token = try await body(stored)
-                    if token != stored { try await self.write(token, for: label, on: connection) }
-                    return token
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: self.timeLimit)
-                if !connected.withLockedValue({ $0 }) { throw PostgresStorageTimeout(limit: self.timeLimit) }
-                return nil
-            }
-            for try await case let token? in group {
-                group.cancelAll()
+        try await StatementTimeLimits.run(first: "connection", limit: timeLimit) { limits in
+            try await self.client.withTransaction(logger: self.logger) { connection in
+                limits.next("lock on \(label)", limit: self.lockWait + self.timeLimit)
+                var bindings = PostgresBindings()
+                bindings.append("\(Int64((self.lockWait.inSeconds * 1000).rounded()))ms")
+                bindings.append("\(self.table):\(label)")
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings),
+                    logger: self.logger
+                )
+                limits.next("answer to reading the token", limit: self.timeLimit)
+                let stored = try await self.read(label, on: connection)
+                limits.next("refresh", limit: nil)
+                let token = try await body(stored)
+                // The write and the transaction's commit.
+                limits.next("answer to storing the token", limit: self.timeLimit)
+                if token != stored { try await self.write(token, for: label, on: connection) }
                 return token
             }
-            throw CancellationError()
         }
     }
 
@@ -239,9 +231,4 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
 
 }
 
-/// The database did not give a connection within the storage's time limit.
-struct PostgresStorageTimeout: Error, CustomStringConvertible {
-    let limit: Duration
-    var description: String { "no connection within \(limit)" }
-}
 #endif

@@ -144,9 +144,14 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
                 lease.resolve(.failed("\(error)"))
             }
         }
-        let timer = Task { [timeLimit] in
+        // A connection within `timeLimit`, then the lock within `lockWait` (the server's
+        // `lock_timeout`) and `timeLimit` beside it.
+        let timer = Task { [timeLimit, lockWait] in
             try? await Task.sleep(for: timeLimit)
-            if !Task.isCancelled { lease.giveUpUnlessConnected(after: timeLimit) }
+            guard !Task.isCancelled else { return }
+            lease.giveUpUnlessConnected(after: timeLimit)
+            try? await Task.sleep(for: lockWait + timeLimit)
+            if !Task.isCancelled { lease.giveUpUnlessTaken(after: timeLimit + lockWait + timeLimit) }
         }
         defer {
             timer.cancel()

@@ -1,0 +1,89 @@
+#if Postgres
+import NIOConcurrencyHelpers
+import Trellis
+
+/// Runs a transaction whose steps each have a time limit of their own (or none), in a task of
+/// its own that is cancelled at a limit and not waited for.
+///
+/// postgres-nio 1.33.2 writes each statement to its channel without a promise: one written
+/// just after the connection closed (the database stopped, or dropped it) is never answered,
+/// and its caller does not hear of cancellation either. A task group racing a timer would wait
+/// for that statement for ever after the timer won. Here the caller is answered at the limit,
+/// and the abandoned task ends whenever postgres-nio lets it.
+final class StatementTimeLimits: Sendable {
+    private struct State {
+        /// What the operation is doing, named in the timeout.
+        var step: String
+        /// When the step runs out; `nil` for a step held to limits of its own (the refresh).
+        var deadline: ContinuousClock.Instant?
+        var limit: Duration?
+    }
+
+    private let state: NIOLockedValueBox<State>
+    private let clock: any ClientClock
+
+    private init(step: String, limit: Duration, clock: any ClientClock) {
+        self.clock = clock
+        state = NIOLockedValueBox(State(step: step, deadline: clock.instant + limit, limit: limit))
+    }
+
+    /// Starts `step` with `limit` (`nil`: no limit of ours) from now.
+    func next(_ step: String, limit: Duration?) {
+        let now = clock.instant
+        state.withLockedValue { $0 = State(step: step, deadline: limit.map { now + $0 }, limit: limit) }
+    }
+
+    /// `operation`'s result, or ``PostgresStorageTimeout`` naming the step that ran out. The
+    /// first step is `first`, held to `limit`; `operation` moves on with ``next(_:limit:)``.
+    /// While a step has no limit, the watch looks again every `limit`.
+    static func run<Value: Sendable>(
+        first: String,
+        limit: Duration,
+        on clock: any ClientClock = SystemClock(),
+        _ operation: @escaping @Sendable (StatementTimeLimits) async throws -> Value
+    ) async throws -> Value {
+        let limits = StatementTimeLimits(step: first, limit: limit, clock: clock)
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+            // Whichever ends first takes the continuation.
+            let pending = NIOLockedValueBox<CheckedContinuation<Value, any Error>?>(continuation)
+            let take: @Sendable () -> CheckedContinuation<Value, any Error>? = { pending.withLockedValue { waiting in
+                defer { waiting = nil }
+                return waiting
+            } }
+            let watch = NIOLockedValueBox<Task<Void, Never>?>(nil)
+            let work = Task {
+                let result: Result<Value, any Error>
+                do {
+                    result = .success(try await operation(limits))
+                } catch {
+                    result = .failure(error)
+                }
+                watch.withLockedValue { $0 }?.cancel()
+                take()?.resume(with: result)
+            }
+            watch.withLockedValue { watch in
+                watch = Task {
+                    while !Task.isCancelled {
+                        let step = limits.state.withLockedValue { $0 }
+                        let now = clock.instant
+                        if let deadline = step.deadline, let stepLimit = step.limit, now >= deadline {
+                            guard let waiting = take() else { return }
+                            work.cancel()
+                            waiting.resume(throwing: PostgresStorageTimeout(step: step.step, limit: stepLimit))
+                            return
+                        }
+                        try? await clock.sleep(for: step.deadline.map { now.duration(to: $0) } ?? limit)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A step of a storage's work in PostgreSQL that did not end within its time limit.
+struct PostgresStorageTimeout: Error, CustomStringConvertible {
+    let step: String
+    let limit: Duration
+    var description: String { "no \(step) within \(limit)" }
+}
+#endif

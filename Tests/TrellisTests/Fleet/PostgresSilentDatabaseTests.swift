@@ -1,0 +1,42 @@
+#if Postgres
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+import Trellis
+import TrellisPostgres
+
+/// Storages of a database that lets the client in and then stops answering, before the
+/// transaction begins or once it has: each step is held to its limit, and no caller waits on
+/// a statement that is never answered (postgres-nio 1.33.2 never answers one written to a
+/// connection that has just closed, nor hears of its caller's cancellation).
+@Suite("A database that stops answering", .hangGuard)
+struct PostgresSilentDatabaseTests {
+    /// Statements answered before the silence, and the step the storage names.
+    static let silences: [(answered: Int, step: String)] = [(0, "no connection within"), (1, "no lock on TrellisToken within")]
+
+    @Test(arguments: silences)
+    func aRefreshIsRefusedAtTheLimitOfTheStepThatGoesUnanswered(answered: Int, step: String) async throws {
+        try await SilentPostgresServer.with(answered: answered) { postgres in
+            let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500), lockWait: .milliseconds(500))
+            let refreshes = NIOLockedValueBox(0)
+            let error = await #expect(throws: AccessTokenStorageError.self) {
+                try await storage.refreshOnce("TrellisToken") { _ in
+                    refreshes.withLockedValue { $0 += 1 }
+                    return AccessToken(accessToken: "a", refreshToken: "r", expiresIn: 60)
+                }
+            }
+            #expect(error?.reason.contains(step) == true, "\(String(describing: error))")
+            #expect(refreshes.withLockedValue { $0 } == 0)
+        }
+    }
+
+    @Test(arguments: silences.map(\.answered))
+    func aMissThatCannotTakeTheLockFetchesAlone(answered: Int) async throws {
+        try await SilentPostgresServer.with(answered: answered) { postgres in
+            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .milliseconds(500), lockWait: .milliseconds(500))
+            let fetched = try await storage.fetchingOnce("https://example.com/page") { "fetched" }
+            #expect(fetched == "fetched")
+        }
+    }
+}
+#endif
