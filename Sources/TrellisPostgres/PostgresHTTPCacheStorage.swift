@@ -12,8 +12,9 @@ public import Trellis
 /// returns the entry and marks it used; a write stores the entry, then evicts the least
 /// recently used entries past ``capacity``. A miss takes a transaction-scoped advisory lock on
 /// the URL for the time of its fetch, so the processes that miss it meanwhile wait (up to
-/// ``lockWait``) and then read what it stored; without the lock in ``timeLimit`` (the database
-/// is down), a process fetches alone.
+/// ``lockWait``) and then read what it stored; without a connection in ``timeLimit`` (the
+/// database is down), or without the lock in ``lockWait`` and ``timeLimit`` beside it, a process
+/// fetches alone.
 ///
 /// ```swift
 /// let postgres = PostgresClient(configuration: configuration)   // run it beside your service
@@ -29,7 +30,8 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
     /// The most bytes the table holds, heads and bodies together; past it, the least recently
     /// used entries go.
     public let capacity: Int
-    /// How long a miss waits for a connection before it fetches without the fleet's lock.
+    /// How long a miss waits for a connection, and beyond ``lockWait`` for the lock, before
+    /// it fetches without the fleet's lock.
     public let timeLimit: Duration
     /// How long a miss waits for another process's fetch of the same URL.
     public let lockWait: Duration

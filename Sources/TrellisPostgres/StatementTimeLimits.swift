@@ -43,39 +43,16 @@ final class StatementTimeLimits: Sendable {
         _ operation: @escaping @Sendable (StatementTimeLimits) async throws -> Value
     ) async throws -> Value {
         let limits = StatementTimeLimits(step: first, limit: limit, clock: clock)
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
-            // Whichever ends first takes the continuation.
-            let pending = NIOLockedValueBox<CheckedContinuation<Value, any Error>?>(continuation)
-            let take: @Sendable () -> CheckedContinuation<Value, any Error>? = { pending.withLockedValue { waiting in
-                defer { waiting = nil }
-                return waiting
-            } }
-            let watch = NIOLockedValueBox<Task<Void, Never>?>(nil)
-            let work = Task {
-                let result: Result<Value, any Error>
-                do {
-                    result = .success(try await operation(limits))
-                } catch {
-                    result = .failure(error)
+        return try await withWatch({ try await operation(limits) }) {
+            while !Task.isCancelled {
+                let step = limits.state.withLockedValue { $0 }
+                let now = clock.instant
+                if let deadline = step.deadline, let stepLimit = step.limit, now >= deadline {
+                    return PostgresStorageTimeout(step: step.step, limit: stepLimit)
                 }
-                watch.withLockedValue { $0 }?.cancel()
-                take()?.resume(with: result)
+                try? await clock.sleep(for: step.deadline.map { now.duration(to: $0) } ?? limit)
             }
-            watch.withLockedValue { watch in
-                watch = Task {
-                    while !Task.isCancelled {
-                        let step = limits.state.withLockedValue { $0 }
-                        let now = clock.instant
-                        if let deadline = step.deadline, let stepLimit = step.limit, now >= deadline {
-                            guard let waiting = take() else { return }
-                            work.cancel()
-                            waiting.resume(throwing: PostgresStorageTimeout(step: step.step, limit: stepLimit))
-                            return
-                        }
-                        try? await clock.sleep(for: step.deadline.map { now.duration(to: $0) } ?? limit)
-                    }
-                }
-            }
+            return nil
         }
     }
 }

@@ -10,6 +10,20 @@ package func withTimeLimit<Value: Sendable>(
     on clock: any ClientClock,
     _ operation: @escaping @Sendable () async throws -> Value
 ) async throws -> Value {
+    try await withWatch(operation) {
+        try? await clock.sleep(for: limit)
+        return SharedStateTimeout(limit: limit)
+    }
+}
+
+/// `operation`'s result, or the error `watch` returns first. The operation runs in a task of
+/// its own, which is cancelled when `watch` gives its error and not waited for; `watch` runs
+/// in another, cancelled once the operation has ended (it then returns what it likes, which
+/// is not used).
+package func withWatch<Value: Sendable>(
+    _ operation: @escaping @Sendable () async throws -> Value,
+    watch: @escaping @Sendable () async -> (any Error)?
+) async throws -> Value {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
         // Whichever ends first takes the continuation.
         let pending = NIOLockedValueBox<CheckedContinuation<Value, any Error>?>(continuation)
@@ -17,7 +31,7 @@ package func withTimeLimit<Value: Sendable>(
             defer { waiting = nil }
             return waiting
         } }
-        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        let watcher = NIOLockedValueBox<Task<Void, Never>?>(nil)
         let work = Task {
             let result: Result<Value, any Error>
             do {
@@ -25,15 +39,15 @@ package func withTimeLimit<Value: Sendable>(
             } catch {
                 result = .failure(error)
             }
-            timer.withLockedValue { $0 }?.cancel()
+            watcher.withLockedValue { $0 }?.cancel()
             take()?.resume(with: result)
         }
-        timer.withLockedValue { timer in
-            timer = Task {
-                try? await clock.sleep(for: limit)
-                guard !Task.isCancelled, let waiting = take() else { return }
+        watcher.withLockedValue { watcher in
+            watcher = Task {
+                let verdict = await watch()
+                guard !Task.isCancelled, let verdict, let waiting = take() else { return }
                 work.cancel()
-                waiting.resume(throwing: SharedStateTimeout(limit: limit))
+                waiting.resume(throwing: verdict)
             }
         }
     }
