@@ -88,6 +88,15 @@ final class ScriptedServer: StoppableTestServer {
         if let (channel, answer) = oldest { channel.writeAndFlush(ByteBuffer(string: answer), promise: nil) }
     }
 
+    /// Sends the answer held back longest among those that contain `text`, if any: for a test
+    /// whose requests may reach the server in either order.
+    func releaseOldestHeld(containing text: String) {
+        let chosen = heldAnswers.withLockedValue { held in
+            held.waiting.firstIndex { $0.answer.contains(text) }.map { held.waiting.remove(at: $0) }
+        }
+        if let (channel, answer) = chosen { channel.writeAndFlush(ByteBuffer(string: answer), promise: nil) }
+    }
+
     /// Sends every answer held back so far.
     func releaseHeld() {
         let waiting = heldAnswers.withLockedValue { held in
