@@ -163,7 +163,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
     ) async throws -> AccessToken {
         try await StatementTimeLimits.run(first: "connection", limit: timeLimit) { limits in
             try await self.client.withTransaction(logger: self.logger) { connection in
-                limits.next("lock on \(label)", limit: self.lockWait + self.timeLimit)
+                try limits.next("lock on \(label)", limit: self.lockWait + self.timeLimit)
                 var bindings = PostgresBindings()
                 bindings.append("\(Int64((self.lockWait.inSeconds * 1000).rounded()))ms")
                 bindings.append("\(self.table):\(label)")
@@ -171,12 +171,12 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                     PostgresQuery(unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings),
                     logger: self.logger
                 )
-                limits.next("answer to reading the token", limit: self.timeLimit)
+                try limits.next("answer to reading the token", limit: self.timeLimit)
                 let stored = try await self.read(label, on: connection)
-                limits.next("refresh", limit: nil)
+                try limits.next("refresh", limit: nil)
                 let token = try await body(stored)
                 // The write and the transaction's commit.
-                limits.next("answer to storing the token", limit: self.timeLimit)
+                try limits.next("answer to storing the token", limit: self.timeLimit)
                 if token != stored { try await self.write(token, for: label, on: connection) }
                 return token
             }

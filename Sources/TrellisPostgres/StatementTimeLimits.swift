@@ -17,6 +17,9 @@ final class StatementTimeLimits: Sendable {
         /// When the step runs out; `nil` for a step held to limits of its own (the refresh).
         var deadline: ContinuousClock.Instant?
         var limit: Duration?
+        /// Whether the caller has been answered with a timeout: no step starts after that (the
+        /// refresh least of all, which a late transaction would otherwise make a second time).
+        var gaveUp = false
     }
 
     private let state: NIOLockedValueBox<State>
@@ -28,9 +31,15 @@ final class StatementTimeLimits: Sendable {
     }
 
     /// Starts `step` with `limit` (`nil`: no limit of ours) from now.
-    func next(_ step: String, limit: Duration?) {
+    ///
+    /// - Throws: `CancellationError` when the caller has already been told that the step
+    ///   before ran out; the operation then goes no further.
+    func next(_ step: String, limit: Duration?) throws {
         let now = clock.instant
-        state.withLockedValue { $0 = State(step: step, deadline: limit.map { now + $0 }, limit: limit) }
+        try state.withLockedValue { state in
+            if state.gaveUp { throw CancellationError() }
+            state = State(step: step, deadline: limit.map { now + $0 }, limit: limit)
+        }
     }
 
     /// `operation`'s result, or ``PostgresStorageTimeout`` naming the step that ran out. The
@@ -45,12 +54,16 @@ final class StatementTimeLimits: Sendable {
         let limits = StatementTimeLimits(step: first, limit: limit, clock: clock)
         return try await withWatch({ try await operation(limits) }) {
             while !Task.isCancelled {
-                let step = limits.state.withLockedValue { $0 }
                 let now = clock.instant
-                if let deadline = step.deadline, let stepLimit = step.limit, now >= deadline {
-                    return PostgresStorageTimeout(step: step.step, limit: stepLimit)
+                // Decided under the lock that `next` takes, so a step either starts before the
+                // watch gives up (and the watch sees it) or not at all.
+                let (verdict, deadline) = limits.state.withLockedValue { state -> (PostgresStorageTimeout?, ContinuousClock.Instant?) in
+                    guard let deadline = state.deadline, let stepLimit = state.limit, now >= deadline else { return (nil, state.deadline) }
+                    state.gaveUp = true
+                    return (PostgresStorageTimeout(step: state.step, limit: stepLimit), deadline)
                 }
-                try? await clock.sleep(for: step.deadline.map { now.duration(to: $0) } ?? limit)
+                if let verdict { return verdict }
+                try? await clock.sleep(for: deadline.map { now.duration(to: $0) } ?? limit)
             }
             return nil
         }
