@@ -69,13 +69,8 @@ final class PostgresServer: Sendable {
     /// the database `postgres`), then removes the server.
     static func withDatabase(_ body: (PostgresServer, PostgresClient) async throws -> Void) async throws {
         let server = try await PostgresServer()
-        let postgres = PostgresClient(configuration: server.configuration)
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await postgres.run() }
-                defer { group.cancelAll() }
-                try await body(server, postgres)
-            }
+            try await running(PostgresClient(configuration: server.configuration)) { try await body(server, $0) }
         } catch {
             await server.remove()
             throw error
@@ -83,15 +78,27 @@ final class PostgresServer: Sendable {
         await server.remove()
     }
 
-    /// How a client reaches the server, with keep-alive off: in postgres-nio 1.33.2 a keep-alive
-    /// that starts as the pool closes its connection for idleness (at 60 s, the second 30 s
-    /// keep-alive) is written to the closed channel and never answered, and `run()` waits for it
-    /// for ever, cancelled or not. Under load that held a test's end three times (its pool's
-    /// trace showed the keep-alive's query never reaching the connection).
-    var configuration: PostgresClient.Configuration {
+    /// How a client reaches the server.
+    var configuration: PostgresClient.Configuration { Self.configuration(socket: socket) }
+
+    /// How a test's client reaches a server on `socket`, with keep-alive off: in postgres-nio
+    /// 1.33.2 a keep-alive that starts as the pool closes its connection for idleness (at 60 s,
+    /// the second 30 s keep-alive) is written to the closed channel and never answered, and
+    /// `run()` waits for it for ever, cancelled or not. Under load that held a test's end three
+    /// times (its pool's trace showed the keep-alive's query never reaching the connection).
+    static func configuration(socket: String) -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
         configuration.options.keepAliveBehavior = nil
         return configuration
+    }
+
+    /// Runs `body` with `postgres` running beside it, and stops it afterwards.
+    static func running(_ postgres: PostgresClient, _ body: (PostgresClient) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await postgres.run() }
+            defer { group.cancelAll() }
+            try await body(postgres)
+        }
     }
 
     /// Starts the server again on its socket, after ``stop()``, and returns once it accepts

@@ -22,23 +22,11 @@ final class SilentPostgresServer: Sendable {
             .get()
     }
 
-    /// A client of it, with keep-alive off (see `PostgresServer.configuration`).
-    var configuration: PostgresClient.Configuration {
-        var configuration = PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
-        configuration.options.keepAliveBehavior = nil
-        return configuration
-    }
-
     /// Runs `body` with a server and a running client of it, then stops both.
     static func with(answered: Int, _ body: (PostgresClient) async throws -> Void) async throws {
         let server = try await SilentPostgresServer(answered: answered)
-        let postgres = PostgresClient(configuration: server.configuration)
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await postgres.run() }
-                defer { group.cancelAll() }
-                try await body(postgres)
-            }
+            try await PostgresServer.running(PostgresClient(configuration: PostgresServer.configuration(socket: server.socket)), body)
         } catch {
             try? await server.channel.close()
             throw error

@@ -82,17 +82,11 @@ final class ScriptedServer: StoppableTestServer {
     /// The most answers held back at one time so far.
     var mostHeldAtOnce: Int { heldAnswers.withLockedValue { $0.mostAtOnce } }
 
-    /// Sends the answer held back longest, if any.
-    func releaseOldestHeld() {
-        let oldest = heldAnswers.withLockedValue { held in held.waiting.isEmpty ? nil : held.waiting.removeFirst() }
-        if let (channel, answer) = oldest { channel.writeAndFlush(ByteBuffer(string: answer), promise: nil) }
-    }
-
-    /// Sends the answer held back longest among those that contain `text`, if any: for a test
-    /// whose requests may reach the server in either order.
-    func releaseOldestHeld(containing text: String) {
+    /// Sends the answer held back longest, if any; with `text`, the longest held among those
+    /// that contain it (for a test whose requests may reach the server in either order).
+    func releaseOldestHeld(containing text: String? = nil) {
         let chosen = heldAnswers.withLockedValue { held in
-            held.waiting.firstIndex { $0.answer.contains(text) }.map { held.waiting.remove(at: $0) }
+            held.waiting.firstIndex { entry in text.map { entry.answer.contains($0) } ?? true }.map { held.waiting.remove(at: $0) }
         }
         if let (channel, answer) = chosen { channel.writeAndFlush(ByteBuffer(string: answer), promise: nil) }
     }
