@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
+import SystemPackage
 import Testing
 import Trellis
 
@@ -36,7 +37,7 @@ struct CacheConformanceTests {
 
     @Test func theSuite() async throws {
         let checkout = try #require(ProcessInfo.processInfo.environment["TRELLIS_CACHE_TESTS"])
-        let origin = try NodeProcess(
+        let origin = try await NodeProcess(
             arguments: ["test-engine/server/server.mjs"],
             in: checkout,
             environment: ["npm_config_protocol": "http", "npm_config_port": "0", "npm_config_pidfile": NSTemporaryDirectory() + "trellis-cache-tests.pid"]
@@ -61,8 +62,8 @@ struct CacheConformanceTests {
         let proxyPort = try #require(proxy.localAddress?.port)
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let driver = folder.appendingPathComponent("Scripts/cache-conformance-client.mjs").path
-        let run = try NodeProcess(arguments: [driver, checkout, "http://127.0.0.1:\(proxyPort)"], in: checkout, environment: [:])
-        let output = run.waitForOutput()
+        let run = try await NodeProcess(arguments: [driver, checkout, "http://127.0.0.1:\(proxyPort)"], in: checkout, environment: [:])
+        let output = try await run.waitForOutput()
         let scored = try JSONDecoder().decode([String: Scored].self, from: Data(output.utf8))
         let counts = Dictionary(grouping: scored.values, by: \.result).mapValues(\.count)
         print("cache-tests: \(counts.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))")
@@ -154,24 +155,23 @@ private final class ProxyHandler: ChannelDuplexHandler, @unchecked Sendable {
 }
 
 /// A `node` process of the suite's, whose standard output is read line by line.
-private final class NodeProcess: @unchecked Sendable {
-    private let process = Process()
-    private let output = Pipe()
+private final class NodeProcess: Sendable {
+    private let process: ChildProcess
+    private let output: FileHandle
 
-    init(arguments: [String], in folder: String, environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["node", "--no-warnings"] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: folder)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = output
-        try process.run()
+    init(arguments: [String], in folder: String, environment: [String: String]) async throws {
+        let pipe = try FileDescriptor.pipe()
+        output = FileHandle(fileDescriptor: pipe.readEnd.rawValue, closeOnDealloc: true)
+        process = try await ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/env"), ["node", "--no-warnings"] + arguments, in: URL(fileURLWithPath: folder),
+            environment: environment, output: .descriptor(pipe.writeEnd), separateStandardError: true)
     }
 
     /// Reads until a line holds `text`; `nil` when the output ends first.
     func firstLine(containing text: String) -> String? {
         var pending = Data()
         while true {
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = output.availableData
             if chunk.isEmpty { return nil }
             pending.append(chunk)
             let lines = String(decoding: pending, as: UTF8.self).split(separator: "\n")
@@ -180,13 +180,13 @@ private final class NodeProcess: @unchecked Sendable {
     }
 
     /// Everything the process writes until it exits.
-    func waitForOutput() -> String {
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+    func waitForOutput() async throws -> String {
+        let data = output.readDataToEndOfFile()
+        _ = try await process.terminationStatus()
         return String(decoding: data, as: UTF8.self)
     }
 
     func stop() {
-        if process.isRunning { process.terminate() }
+        process.send(SIGTERM)
     }
 }

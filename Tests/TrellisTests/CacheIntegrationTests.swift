@@ -79,7 +79,8 @@ struct CacheIntegrationTests {
             #expect(try await text(client, url, "c/nostore") == "nostore 2")
 
             // A download streams to its file and never goes through the cache.
-            _ = try await client.download(for: Trellis.Request(method: .get, url: url.appending(path: "c/fresh")))
+            let downloaded = try await client.download(for: Trellis.Request(method: .get, url: url.appending(path: "c/fresh")))
+            try? FileManager.default.removeItem(at: downloaded.url)
             #expect(routes.hits("fresh") == 2)
         }
     }

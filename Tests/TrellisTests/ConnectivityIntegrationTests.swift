@@ -576,7 +576,7 @@ struct ConnectivityIntegrationTests {
         let certificates = try TestCertificates()
         let authority = try TrustedCertificate.certificates(in: Data(try certificates.authority.toDERBytes()))
         let identity = try certificates.clientIdentity(named: "trellis-client")
-        let pkcs12 = try Self.pkcs12(certificate: identity.certificate, key: identity.key, password: "p12-pass")
+        let pkcs12 = try await Self.pkcs12(certificate: identity.certificate, key: identity.key, password: "p12-pass")
         try await TLSTestServer.requiringClientCertificates(certificates, { $0.get("hello") { _, _ in "hi" } }) { url in
             let anonymous = Client(baseURL: url) { $0.connectivity.tls.trust = .only(authority) }
             let error = await #expect(throws: TrellisError.self) { try await text(anonymous, url.appending(path: "hello")) }
@@ -841,18 +841,15 @@ struct ConnectivityIntegrationTests {
     }
 
     /// A PKCS#12 archive of `certificate` and `key`, made by the openssl command.
-    private static func pkcs12(certificate: String, key: String, password: String) throws -> Data {
+    private static func pkcs12(certificate: String, key: String, password: String) async throws -> Data {
         let directory = FileManager.default.temporaryDirectory.appending(path: "trellis-p12-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try certificate.write(to: directory.appending(path: "cert.pem"), atomically: true, encoding: .utf8)
         try key.write(to: directory.appending(path: "key.pem"), atomically: true, encoding: .utf8)
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.currentDirectoryURL = directory
-        openssl.arguments = ["pkcs12", "-export", "-in", "cert.pem", "-inkey", "key.pem", "-passout", "pass:\(password)", "-out", "id.p12"]
-        try openssl.run()
-        while openssl.isRunning { usleep(10_000) }
+        try await ChildProcess.runToEnd(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            ["pkcs12", "-export", "-in", "cert.pem", "-inkey", "key.pem", "-passout", "pass:\(password)", "-out", "id.p12"], in: directory)
         return try Data(contentsOf: directory.appending(path: "id.p12"))
     }
 

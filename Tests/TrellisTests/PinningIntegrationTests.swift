@@ -350,7 +350,7 @@ struct PinningConfigurationTests {
 
     /// The Connectivity article's openssl one-liner and ``PublicKeyPin`` agree.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")))
-    func theReadmeOpensslCommandComputesTheSamePin() throws {
+    func theReadmeOpensslCommandComputesTheSamePin() async throws {
         let certificates = try TestCertificates()
         let der = try certificates.leaf.toDERBytes()
         let file = FileManager.default.temporaryDirectory.appending(path: "trellis-pin-\(UUID().uuidString).pem")
@@ -358,19 +358,18 @@ struct PinningConfigurationTests {
             + "\n-----END CERTIFICATE-----\n"
         try Data(pem.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            "-c",
-            "openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | openssl base64",
-            "sh", file.path,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let printedFile = FileManager.default.temporaryDirectory.appending(path: "trellis-pin-\(UUID().uuidString).txt")
+        defer { try? FileManager.default.removeItem(at: printedFile) }
+        let process = try await ChildProcess(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c",
+                "openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | openssl base64",
+                "sh", file.path,
+            ],
+            output: .file(printedFile), separateStandardError: true)
+        #expect(try await process.terminationStatus().isSuccess)
+        let printed = try String(contentsOf: printedFile, encoding: .utf8)
         let pin = try PinnedCertificate(der: der).publicKeyPin
         #expect(try PublicKeyPin(printed.trimmingCharacters(in: .whitespacesAndNewlines)) == pin)
     }

@@ -14,9 +14,7 @@ struct PostgresFleetTests {
     @Test func fourProcessesKeepWithinOneQuota() async throws {
         try await PostgresRateLimitTests.withStore { postgres, _ in
             try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
-                let workers = try (0..<4).map { _ in
-                    try FleetWorker(["rate-limit", postgres.socket, server.url.absoluteString, "25", "50", "5"])
-                }
+                let workers = try await FleetWorker.start(4, ["rate-limit", postgres.socket, server.url.absoluteString, "25", "50", "5"])
                 var outputs: [String] = []
                 for worker in workers { outputs.append(await worker.output()) }
                 #expect(outputs.allSatisfy { $0.hasPrefix("answered 25 failed 0") }, "\(outputs)")
@@ -45,7 +43,7 @@ struct PostgresFleetTests {
                 try await storage.store(
                     AccessToken(accessToken: pair.access, refreshToken: pair.refresh, expiresIn: 2), for: AccessTokenRequirement.defaultLabel
                 )
-                let workers = try (0..<4).map { _ in try FleetWorker(["tokens", database.socket, url.absoluteString, "30"]) }
+                let workers = try await FleetWorker.start(4, ["tokens", database.socket, url.absoluteString, "30"])
                 var outputs: [String] = []
                 for worker in workers { outputs.append(await worker.output()) }
                 #expect(outputs.allSatisfy { $0.hasPrefix("answered") && $0.contains(" failed 0") }, "\(outputs)")
@@ -69,12 +67,12 @@ struct PostgresFleetTests {
                 try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
                 let arguments = ["tokens", database.socket, url.absoluteString, "0"]
                 server.holdRefreshes()
-                let holder = try FleetWorker(arguments)
+                let holder = try await FleetWorker(arguments)
                 for await _ in server.heldRefreshes { break }
-                let waiter = try FleetWorker(arguments)
+                let waiter = try await FleetWorker(arguments)
                 try await Self.untilAWaiterQueuesForTheLock(postgres)
                 server.answerRefreshes()
-                holder.kill()
+                await holder.kill()
                 let output = await waiter.output()
                 server.releaseHeldRefreshes()
                 #expect(output.hasPrefix("answered 1 failed 0"), "\(output)")
@@ -91,7 +89,7 @@ struct PostgresFleetTests {
         try await PostgresServer.withDatabase { database, postgres in
             try await PostgresHTTPCacheStorage(client: postgres).createTable()
             try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK", ["Cache-Control: max-age=60"], body: "the page") }) { server in
-                let workers = try (0..<4).map { _ in try FleetWorker(["cache", database.socket, server.url.absoluteString, "3"]) }
+                let workers = try await FleetWorker.start(4, ["cache", database.socket, server.url.absoluteString, "3"])
                 var outputs: [String] = []
                 for worker in workers { outputs.append(await worker.output()) }
                 #expect(outputs.allSatisfy { $0.hasPrefix("answered 3 failed 0") }, "\(outputs)")
@@ -118,32 +116,34 @@ struct FleetWorker: Sendable {
         URL(filePath: CommandLine.arguments[0]).deletingLastPathComponent().appending(path: "trellis-fleet-worker")
     }
 
-    private let process: Process
-    private let exited: AsyncStream<Void>
-    private let standardOutput: Pipe
+    private let process: ChildProcess
+    private let output: URL
 
     /// Starts a worker with `arguments`.
-    init(_ arguments: [String]) throws {
-        process = Process()
-        process.executableURL = Self.executable
-        process.arguments = arguments
-        standardOutput = Pipe()
-        process.standardOutput = standardOutput
-        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
-        self.exited = exited
-        process.terminationHandler = { _ in exit.finish() }
-        try process.run()
+    init(_ arguments: [String]) async throws {
+        output = FileManager.default.temporaryDirectory.appending(path: "trellis-fleet-worker-\(UUID().uuidString).log")
+        process = try await ChildProcess(Self.executable, arguments, output: .file(output))
     }
 
-    /// What the worker printed, once it has exited.
+    /// Starts `count` workers with `arguments`.
+    static func start(_ count: Int, _ arguments: [String]) async throws -> [FleetWorker] {
+        var workers: [FleetWorker] = []
+        for _ in 0..<count { workers.append(try await FleetWorker(arguments)) }
+        return workers
+    }
+
+    /// What the worker printed (its standard output and standard error), once it has exited.
     func output() async -> String {
-        for await _ in exited {}
-        return String(decoding: standardOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        _ = try? await process.terminationStatus()
+        defer { try? FileManager.default.removeItem(at: output) }
+        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     }
 
-    /// Kills the worker with SIGKILL, as a crash or the out-of-memory killer would.
-    func kill() {
-        _ = Foundation.kill(process.processIdentifier, SIGKILL)
+    /// Kills the worker with SIGKILL, as a crash or the out-of-memory killer would, and
+    /// returns once it has ended.
+    func kill() async {
+        process.send(SIGKILL)
+        _ = await output()
     }
 }
 #endif

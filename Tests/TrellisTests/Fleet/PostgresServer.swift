@@ -32,7 +32,7 @@ final class PostgresServer: Sendable {
     /// A folder the server's user owns.
     private static func makeFolder(_ folder: URL) async throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        if getuid() == 0 { try await run(URL(filePath: "/bin/chown"), ["postgres", folder.path]) }
+        if getuid() == 0 { try await ChildProcess.runToEnd(URL(filePath: "/bin/chown"), ["postgres", folder.path]) }
     }
 
     /// The cluster every server copies: one per PostgreSQL version in the temporary folder,
@@ -62,7 +62,7 @@ final class PostgresServer: Sendable {
     }
 
     private static func run(_ command: (URL, [String])) async throws {
-        try await run(command.0, command.1)
+        try await ChildProcess.runToEnd(command.0, command.1)
     }
 
     /// Runs `body` with a fresh server and a running client of it (as the user `trellis`, on
@@ -102,29 +102,17 @@ final class PostgresServer: Sendable {
     }
 
     /// Starts the server again on its socket, after ``stop()``, and returns once it accepts
-    /// connections. The server runs as a child of the tests, not through `pg_ctl start`: a
-    /// daemon keeps the descriptor Foundation watches for its parent's exit, so `pg_ctl`'s end
-    /// was never seen.
+    /// connections. The server runs as a child of the tests, not as `pg_ctl start`'s daemon,
+    /// so that a server that fails to start is seen to end.
     func start() async throws {
         let data = folder.appending(path: "data").path
         let serverArguments = ["-D", data, "-p", "5432", "-k", folder.path, "-c", "listen_addresses=", "-c", "fsync=off"]
-        let process = Process()
-        if getuid() == 0 {
-            process.executableURL = URL(filePath: "/usr/sbin/runuser")
-            process.arguments = ["-u", "postgres", "--", binaries.appending(path: "postgres").path] + serverArguments
-        } else {
-            process.executableURL = binaries.appending(path: "postgres")
-            process.arguments = serverArguments
-        }
-        _ = FileManager.default.createFile(atPath: folder.appending(path: "log").path, contents: nil)
-        let handle = try FileHandle(forWritingTo: folder.appending(path: "log"))
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let (executable, arguments) = Self.asOwner(binaries.appending(path: "postgres"), serverArguments)
+        let process = try await ChildProcess(executable, arguments, output: .file(folder.appending(path: "log")))
         // As long as the server runs, however slowly a loaded machine starts it (the suite's
         // hang guard bounds a server that never answers). pg_isready is the only signal.
         while process.isRunning {
-            if (try? await Self.run(binaries.appending(path: "pg_isready"), ["-h", folder.path, "-p", "5432", "-q"])) != nil { return }
+            if (try? await ChildProcess.runToEnd(binaries.appending(path: "pg_isready"), ["-h", folder.path, "-p", "5432", "-q"])) != nil { return }
             try await Task.sleep(for: .milliseconds(20))
         }
         let log = (try? String(contentsOf: folder.appending(path: "log"), encoding: .utf8)) ?? ""
@@ -146,22 +134,6 @@ final class PostgresServer: Sendable {
     func remove() async {
         try? await stop()
         try? FileManager.default.removeItem(at: folder)
-    }
-
-    /// Runs `executable` to its end. (`Process.waitUntilExit()` needs a run loop, which a
-    /// test's task does not have on Linux: the exit is awaited through the termination handler.)
-    private static func run(_ executable: URL, _ arguments: [String]) async throws {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
-        process.terminationHandler = { _ in exit.finish() }
-        try process.run()
-        for await _ in exited {}
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "\(executable.lastPathComponent) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
-        }
     }
 
     private static func findBinaries() throws -> URL {

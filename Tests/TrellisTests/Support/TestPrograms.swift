@@ -6,11 +6,8 @@ import NIOPosix
 /// 127.0.0.1, and stops when it ends. CI installs them (`.ci/run`).
 final class TestProgram: StoppableTestServer {
     let port: Int
-    private let process: Process
+    private let process: ChildProcess
     private let directory: URL
-    /// Finishes when the program has exited. (`Process.waitUntilExit()` runs the current run
-    /// loop on Linux, which a test's task does not have: it never returned.)
-    private let exited: AsyncStream<Void>
 
     /// Starts `executable` with the arguments `arguments(port, directory)` gives, in a
     /// temporary directory of its own, and returns once it listens on the port.
@@ -31,21 +28,11 @@ final class TestProgram: StoppableTestServer {
         while true {
             attempt += 1
             let port = try await Self.freePort()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = try arguments(port, directory)
-            let output = directory.appending(path: "output.log")
-            _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-            let outputHandle = try FileHandle(forWritingTo: output)
-            process.standardOutput = outputHandle
-            process.standardError = outputHandle
-            let (exited, exit) = AsyncStream.makeStream(of: Void.self)
-            process.terminationHandler = { _ in exit.finish() }
-            try process.run()
+            let process = try await ChildProcess(
+                URL(fileURLWithPath: path), try arguments(port, directory), output: .file(directory.appending(path: "output.log")))
             if try await Self.waitUntilListening(port: port, process: process) {
                 self.port = port
                 self.process = process
-                self.exited = exited
                 return
             }
             guard attempt < 5 else { throw ProgramMissing(name: "\(executable) (exited at start five times)") }
@@ -60,10 +47,9 @@ final class TestProgram: StoppableTestServer {
     }
 
     func stop() async throws {
-        // SIGKILL: the test process's threads block SIGTERM, and a child inherits that mask,
-        // so tinyproxy never saw a SIGTERM sent to it.
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        for await _ in exited {}
+        // SIGKILL: nothing the program would do on SIGTERM is needed, and it ends at once.
+        process.send(SIGKILL)
+        _ = try? await process.terminationStatus()
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -77,7 +63,7 @@ final class TestProgram: StoppableTestServer {
 
     /// Whether `process` came to listen on `port`: `true` once it does, `false` if it exits
     /// first.
-    private static func waitUntilListening(port: Int, process: Process) async throws -> Bool {
+    private static func waitUntilListening(port: Int, process: ChildProcess) async throws -> Bool {
         while process.isRunning {
             #if os(Linux)
             if listens(process.processIdentifier, on: port) { return true }
