@@ -17,9 +17,9 @@ import NIOHTTP1
 ///
 /// - **Answers.** tinyproxy reads 2 KiB at a time: a 23 KB answer left it as 2,048 bytes, then
 ///   the rest only once the client's delayed acknowledgement came, 40 ms later, every call, raw
-///   AsyncHTTPClient's as well. On Linux the connection sets `TCP_QUICKACK` after each batch of
-///   reads, which sends the pending acknowledgement at once (the kernel forgets the setting, so
-///   it is set each time: one system call per batch).
+///   AsyncHTTPClient's as well. On Linux the connection sets `TCP_QUICKACK`, which sends the
+///   pending acknowledgement at once, after each batch of reads that leaves an answer
+///   unfinished (on HTTP/2, after every batch).
 /// - **Requests.** AsyncHTTPClient flushes a request's head, then its body: two segments.
 ///   When the proxy read them apart, the body waited for the server's delayed acknowledgement
 ///   of the head (a POST's p99 was 45 ms). The head's flush is held until the body's first
@@ -28,12 +28,17 @@ import NIOHTTP1
 ///   its head as before.
 enum ProxyRelayTiming {
     /// Installs both on a new HTTP/1 connection; an HTTP/2 connection gets the
-    /// acknowledgements alone.
+    /// acknowledgements alone, after every batch of reads (its streams share the connection,
+    /// so no one answer tells whether more is due).
     static func install(on channel: any Channel) -> EventLoopFuture<Void> {
         channel.onItsLoop {
             let pipeline = channel.pipeline.syncOperations
             #if os(Linux)
-            try pipeline.addHandler(QuickAcknowledgements(), position: .first)
+            if let decoder = try? pipeline.handler(type: ByteToMessageHandler<HTTPResponseDecoder>.self) {
+                try pipeline.addHandler(AcknowledgementsWithinAnAnswer(), position: .after(decoder))
+            } else {
+                try pipeline.addHandler(AcknowledgementsAfterEveryRead(), position: .first)
+            }
             #endif
             if let encoder = try? pipeline.handler(type: HTTPRequestEncoder.self) {
                 try pipeline.addHandler(HeadWithBody(), position: .after(encoder))
@@ -42,18 +47,55 @@ enum ProxyRelayTiming {
     }
 
     #if os(Linux)
-    /// Setting it only after a batch that left an answer unfinished, so never for a small
-    /// answer, bought nothing measurable: small GETs from 32 tasks were at 0.88x and 0.91x of raw
-    /// (tinyproxy, squid) with it and 0.91x and 0.88x without, ± 0.03 to 0.06 over 5 alternated
-    /// runs (`Benchmarks/README.md`).
-    private final class QuickAcknowledgements: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
+    /// Sends the pending acknowledgement of what `context`'s channel has read at once. The
+    /// kernel forgets the setting, so it is set each time; a failure leaves the kernel's own
+    /// timing, as without the handlers.
+    private static func acknowledgeNow(_ context: ChannelHandlerContext) {
+        let option = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_QUICKACK)))
+        try? context.channel.syncOptions?.setOption(option, value: 1)
+    }
 
-        private static let option = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_QUICKACK)))
+    /// HTTP/1, after the response decoder: acknowledges at once after a batch of reads that
+    /// left an answer unfinished, since a delayed acknowledgement holds back only the rest of
+    /// an answer.
+    ///
+    /// After every batch, as on HTTP/2, they cost small answers from 32 tasks at once (an
+    /// acknowledgement of its own for each answer, where the next request would carry it):
+    /// GETs were at 0.88x of raw through tinyproxy and through squid, against 0.98x and 0.96x
+    /// so (5 alternated runs of 3 rounds each, `Benchmarks/README.md`).
+    final class AcknowledgementsWithinAnAnswer: ChannelInboundHandler {
+        typealias InboundIn = HTTPClientResponsePart
+
+        /// Whether the answer being read has its head and not yet its end.
+        private var answerUnfinished = false
+        private let acknowledge: (ChannelHandlerContext) -> Void
+
+        /// `acknowledge` is for tests, which count what the socket option would send.
+        init(acknowledge: @escaping (ChannelHandlerContext) -> Void = ProxyRelayTiming.acknowledgeNow) {
+            self.acknowledge = acknowledge
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch Self.unwrapInboundIn(data) {
+            case .head: answerUnfinished = true
+            case .body: break
+            case .end: answerUnfinished = false
+            }
+            context.fireChannelRead(data)
+        }
 
         func channelReadComplete(context: ChannelHandlerContext) {
-            // A failure leaves the kernel's own timing, as without the handler.
-            try? context.channel.syncOptions?.setOption(Self.option, value: 1)
+            if answerUnfinished { acknowledge(context) }
+            context.fireChannelReadComplete()
+        }
+    }
+
+    /// HTTP/2, before everything: acknowledges at once after every batch of reads.
+    private final class AcknowledgementsAfterEveryRead: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+
+        func channelReadComplete(context: ChannelHandlerContext) {
+            ProxyRelayTiming.acknowledgeNow(context)
             context.fireChannelReadComplete()
         }
     }
