@@ -347,10 +347,10 @@ public final class AsyncHTTPClientTransport: Transport {
         // body (or a stream) is known not to be alone.
         let preferred = route.hint?.begin()
         defer { route.hint?.end() }
-        // Through a proxy, a body goes through the async API, which writes it with the head: the
-        // delegate API writes them apart, and a proxy that relays with Nagle's algorithm on
-        // (tinyproxy) holds the body back for the server's delayed ACK, 40 ms per call.
-        let bodyGoesAlone = request.body?.bytes != nil && preferred != nil && route.proxy == nil
+        // Through a proxy as well: the delegate API flushes the head apart from the body, but
+        // `ProxyRelayTiming` holds that flush for the body's write, so a proxy that relays with
+        // Nagle's algorithm on (tinyproxy) still reads the two together.
+        let bodyGoesAlone = request.body?.bytes != nil && preferred != nil
         if let bufferLimit = limits.bufferLimit, request.body == nil || bodyGoesAlone {
             return try await sendBuffered(request, upTo: bufferLimit, within: limits, through: route, preferring: preferred)
         }
