@@ -22,8 +22,8 @@ final class ChildProcess: Sendable {
         case descriptor(FileDescriptor)
     }
 
-    /// The program's process number, for signals; the process is not reaped before
-    /// ``isRunning`` turns `false`, so the number stays the program's until then.
+    /// The program's process number, for signals (``send(_:)``, which stops sending once
+    /// ``isRunning`` has turned `false`).
     let processIdentifier: pid_t
     private let exit: Task<TerminationStatus, any Error>
     private let ended: NIOLockedValueBox<Bool>

@@ -347,9 +347,10 @@ public final class AsyncHTTPClientTransport: Transport {
         // body (or a stream) is known not to be alone.
         let preferred = route.hint?.begin()
         defer { route.hint?.end() }
-        // Through a proxy as well: the delegate API flushes the head apart from the body, but
-        // `ProxyRelayTiming` holds that flush for the body's write, so a proxy that relays with
-        // Nagle's algorithm on (tinyproxy) still reads the two together.
+        // A body in memory made alone takes the delegate API through a proxy as well: that API
+        // flushes the head apart from the body, but `ProxyRelayTiming` holds that flush for the
+        // body's write, so a proxy that relays with Nagle's algorithm on (tinyproxy) still reads
+        // the two together.
         let bodyGoesAlone = request.body?.bytes != nil && preferred != nil
         if let bufferLimit = limits.bufferLimit, request.body == nil || bodyGoesAlone {
             return try await sendBuffered(request, upTo: bufferLimit, within: limits, through: route, preferring: preferred)
