@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -945,6 +946,29 @@ struct ConnectivityIntegrationTests {
         #expect(try NoProxy("*").matches(host: "anything.at.all", port: 1))
         #expect(throws: TrellisError.self) { try NoProxy("host:port") }
         #expect(throws: TrellisError.self) { try NoProxy("10.0.0.0/33") }
+    }
+
+    /// The host and port every route decision starts from (proxy rules, pins, TLS by host),
+    /// read from the request's authority byte by byte.
+    @Test func aRequestsServerIsReadFromItsAuthority() throws {
+        func server(_ url: String) throws -> String {
+            let (host, port) = try Trellis.Request(method: .get, url: #require(URL(string: url))).server
+            return "\(host) \(port)"
+        }
+        #expect(try server("http://example.com/x") == "example.com 80")
+        #expect(try server("https://example.com/x") == "example.com 443")
+        #expect(try server("HTTP://example.com:8080") == "example.com 8080")
+        #expect(try server("https://[::1]:9000/") == "::1 9000")
+        #expect(try server("https://[fd00::1]/") == "fd00::1 443")
+        #expect(try server("http://xn--bcher-kva.example:81/") == "xn--bcher-kva.example 81")
+        // Authorities a URL would not give: user information, letters outside ASCII.
+        func server(authority: String) -> String {
+            let (host, port) = Trellis.Request(head: HTTPRequest(method: .get, scheme: "https", authority: authority, path: "/")).server
+            return "\(host) \(port)"
+        }
+        #expect(server(authority: "user:p%40ss@example.com:8443") == "example.com 8443")
+        #expect(server(authority: "user@[::1]") == "::1 443")
+        #expect(server(authority: "bücher.example:83") == "bücher.example 83")
     }
 
     @Test func theEnvironmentIsReadAsCurlReadsIt() throws {

@@ -132,7 +132,8 @@ public struct Request: Sendable {
     var server: (host: String, port: Int) {
         let authority = head.authority ?? ""
         var port = head.scheme?.lowercased() == "http" ? 80 : 443
-        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]"), let explicit = Int(authority[authority.index(after: colon)...]) {
+        // In `[v6]` without a port, what follows the last colon ends with `]`: no number.
+        if let colon = authority.lastIndex(of: ":"), let explicit = Int(authority[authority.index(after: colon)...]) {
             port = explicit
         }
         return (PlainHTTPPolicy.host(of: authority), port)
