@@ -949,7 +949,8 @@ struct ConnectivityIntegrationTests {
     }
 
     /// The host and port every route decision starts from (proxy rules, pins, TLS by host),
-    /// read from the request's authority byte by byte.
+    /// read from the request's authority: the port after the last colon, unless that colon is
+    /// inside an IPv6 address's brackets.
     @Test func aRequestsServerIsReadFromItsAuthority() throws {
         func server(_ url: String) throws -> String {
             let (host, port) = try Trellis.Request(method: .get, url: #require(URL(string: url))).server
