@@ -59,11 +59,11 @@ enum ProxyRelayTiming {
     /// left an answer unfinished, since a delayed acknowledgement holds back only the rest of
     /// an answer.
     ///
-    /// After every batch, as on HTTP/2, they cost small answers from 32 tasks at once (an
-    /// acknowledgement of its own for each answer, where the next request would carry it): in
-    /// 5 alternated runs of 3 rounds, GETs were at 0.88x of raw through tinyproxy and squid
-    /// with them and 0.98x and 0.96x so; a later comparison saw less (0.90x against 0.93x,
-    /// and no change through squid: `Benchmarks/README.md`).
+    /// Acknowledging after every batch, as on HTTP/2, costs small answers from 32 tasks at once
+    /// (an acknowledgement of its own for each answer, where the next request would carry it):
+    /// in 5 alternated runs of 3 rounds, GETs were at 0.88x of raw through tinyproxy and squid
+    /// after every batch, and at 0.98x and 0.96x with this handler; a later comparison saw less
+    /// (0.90x against 0.93x, and no change through squid: `Benchmarks/README.md`).
     final class AcknowledgementsWithinAnAnswer: ChannelInboundHandler {
         typealias InboundIn = HTTPClientResponsePart
 
