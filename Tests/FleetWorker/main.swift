@@ -1,4 +1,5 @@
-// One process of a fleet, for the fleet tests (`PostgresFleetTests`). Two modes:
+// A process the tests start: one of a fleet (`PostgresFleetTests`), or a client whose
+// environment names a proxy (`PlainHTTPRouteTests`). Its modes:
 //
 //   rate-limit DATABASE_SOCKET SERVER_URL CALLS QUOTA_PER_SECOND BATCH
 //     makes CALLS calls through a rate limit shared through PostgreSQL;
@@ -8,12 +9,37 @@
 //     lock;
 //   cache DATABASE_SOCKET SERVER_URL CALLS
 //     calls SERVER_URL/me CALLS times through an HTTP cache kept in PostgreSQL;
+//   create-tables DATABASE_SOCKET GATE_FILE
+//     creates the four stores' tables once GATE_FILE exists, and prints `created` or the failure;
 //
-// then prints how many calls were answered and how many failed, with the first failure.
-#if Postgres
+// then prints how many calls were answered and how many failed, with the first failure. And:
+//
+//   url-session URL PLAIN_HTTP_POLICY
+//     makes one call to URL over URLSessionTransport, with `allowed` or `refusedExceptLoopback`
+//     as its plain-HTTP policy, and prints `answered STATUS` or `failed ERROR`. The proxy
+//     variables of its environment (which libcurl reads) are the test's.
 import Foundation
-import PostgresNIO
 import Trellis
+
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "url-session", let url = URL(string: CommandLine.arguments[2]) {
+    let policy: PlainHTTPPolicy = CommandLine.arguments[3] == "allowed" ? .allowed : .refusedExceptLoopback
+    let client = Client(baseURL: url, transport: URLSessionTransport()) {
+        $0.security.plainHTTP = policy
+        $0.timeouts.request = .seconds(10)
+    }
+    var request = try Request(method: .get, url: url)
+    request.headerFields[.authorization] = "Bearer fleet-worker-secret"
+    do {
+        let response = try await client.send(request)
+        print("answered \(response.status.code)")
+    } catch {
+        print("failed \(error)")
+    }
+    exit(0)
+}
+
+#if Postgres
+import PostgresNIO
 import TrellisPostgres
 
 /// Exchanges the stored refresh token at the test's token server.
@@ -29,7 +55,38 @@ struct Refresher: TokenRefresher {
 }
 
 let arguments = CommandLine.arguments
-//
+
+/// The test's PostgreSQL server, reached through its Unix socket.
+func database(_ socket: String) -> PostgresClient {
+    var configuration = PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
+    // Keep-alive off, as in the tests' own clients (PostgresServer.configuration): postgres-nio
+    // 1.33.2 can leave `run()` waiting for ever on a keep-alive sent to a connection it has closed.
+    configuration.options.keepAliveBehavior = nil
+    return PostgresClient(configuration: configuration)
+}
+
+// create-tables DATABASE_SOCKET GATE_FILE: once GATE_FILE exists (the test makes it when every
+// worker has started, so that they all begin at once), creates the four stores' tables, as
+// FleetOfClients.md's example does at start, and prints `created` or the failure.
+if arguments.count == 4, arguments[1] == "create-tables" {
+    let postgres = database(arguments[2])
+    while !FileManager.default.fileExists(atPath: arguments[3]) { try await Task.sleep(for: .milliseconds(1)) }
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { await postgres.run() }
+        do {
+            try await PostgresRateLimitStore(client: postgres).createTable()
+            try await PostgresPauseStore(client: postgres).createTable()
+            try await PostgresAccessTokenStorage(client: postgres).createTable()
+            try await PostgresHTTPCacheStorage(client: postgres).createTable()
+            print("created")
+        } catch {
+            print("failed: \(error)")
+        }
+        group.cancelAll()
+    }
+    exit(0)
+}
+
 // DATABASE_SOCKET is the path of the test's PostgreSQL server's Unix socket.
 guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string: arguments[3]), let count = Int(arguments[4]) else {
     print("usage: trellis-fleet-worker rate-limit DATABASE_SOCKET SERVER_URL CALLS QUOTA_PER_SECOND BATCH")
@@ -37,11 +94,7 @@ guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string
     print("       trellis-fleet-worker cache DATABASE_SOCKET SERVER_URL CALLS")
     exit(2)
 }
-var configuration = PostgresClient.Configuration(unixSocketPath: socket, username: "trellis", password: nil, database: "postgres")
-// Keep-alive off, as in the tests' own clients (PostgresServer.configuration): postgres-nio
-// 1.33.2 can leave `run()` waiting for ever on a keep-alive sent to a connection it has closed.
-configuration.options.keepAliveBehavior = nil
-let postgres = PostgresClient(configuration: configuration)
+let postgres = database(socket)
 let client: Client
 // The database's operations get 30 s: the tests are not about their time limits, and under
 // ThreadSanitizer with a build beside the suite a round trip took more than the default 2 s.

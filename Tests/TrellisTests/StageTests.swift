@@ -160,7 +160,7 @@ struct StageTests {
 
     @Test func originPolicyStageRefusesPlainHTTPBeforeSending() async throws {
         let mock = MockTransport()
-        let stage = OriginPolicyStage(plainHTTP: .refusedExceptLoopback, pinningConflict: nil)
+        let stage = OriginPolicyStage(plainHTTP: .refusedExceptLoopback, pinningConflict: nil, transport: mock)
         let plain = try Request(method: .get, url: URL(string: "http://api.test/x")!)
         await #expect(throws: TrellisError.self) { _ = try await stage.intercept(plain, CallContext(), next: sending(to: mock)) }
         let loopback = try Request(method: .get, url: URL(string: "http://127.1/x")!)

@@ -2,8 +2,9 @@ import Foundation
 import NIOCore
 import NIOSSL
 
-/// The check of a server's certificate against the host its URL names, for a connection whose
-/// address a name override chose.
+/// The check of a server's certificate against the host a request is for, for a connection
+/// whose address a name override chose, or that goes over a Unix socket (`https+unix`, where
+/// TLS is given no server name to check).
 ///
 /// swift-nio-ssl accepts a certificate that names the host or the address the connection went
 /// to. When the address came from the name, either is the server's; when it came from a name
@@ -12,12 +13,21 @@ import NIOSSL
 /// the URL's host, a DNS name (RFC 6125: one wildcard, as the whole leftmost label, matching
 /// one label) or an IP address literal.
 struct CertificateNameCheck: Sendable {
-    /// The host the URL names.
+    /// Why the check is made here rather than by the TLS stack.
+    enum Reason: Sendable, Hashable {
+        /// A name override chose the address connected to.
+        case nameOverride
+        /// The connection goes over a Unix socket, whose path names no server.
+        case socket
+    }
+
+    /// The host the request is for: the URL's, or the `Host` of a request over a socket.
     let host: String
+    var reason = Reason.nameOverride
 
     /// Throws ``CertificateNameMismatch`` unless `leaf` names ``host``.
     func verify(_ leaf: NIOSSLCertificate?) throws {
-        guard let leaf else { throw CertificateNameMismatch(host: host, names: []) }
+        guard let leaf else { throw CertificateNameMismatch(host: host, names: [], reason: reason) }
         let wanted = CanonicalHost.form(host)
         let address = Self.addressBytes(of: wanted)
         var names: [String] = []
@@ -35,7 +45,7 @@ struct CertificateNameCheck: Sendable {
                 continue
             }
         }
-        throw CertificateNameMismatch(host: host, names: names)
+        throw CertificateNameMismatch(host: host, names: names, reason: reason)
     }
 
     /// Whether a certificate's DNS name covers `host` (lower case, no final dot).
@@ -82,9 +92,14 @@ struct CertificateNameMismatch: Error, CustomStringConvertible {
     let host: String
     /// The names the certificate holds.
     let names: [String]
+    let reason: CertificateNameCheck.Reason
 
     var description: String {
         let held = names.isEmpty ? "no name" : names.joined(separator: ", ")
-        return "the server's certificate does not name \(host) (it names \(held)); the name override chose the address, not whose certificate is accepted"
+        let why = switch reason {
+        case .nameOverride: "the name override chose the address, not whose certificate is accepted"
+        case .socket: "over a Unix socket, the certificate must name the request's Host (localhost unless set)"
+        }
+        return "the server's certificate does not name \(host) (it names \(held)); \(why)"
     }
 }

@@ -58,6 +58,15 @@ extension Client.Configuration {
             tlsIndex(for: host).map { tlsByHost[$0].settings } ?? tls
         }
 
+        /// The hosts a connection to `host` and `port` reaches under these settings, in order:
+        /// the proxy's for `scheme`, if any (never for a Unix socket), then `host`, or the
+        /// address `overrides` connects to in its place where no proxy applies.
+        func hostsReached(scheme: String, host: String, port: Int, overrides: NameOverrides) -> [String] {
+            guard !scheme.hasSuffix("+unix") else { return [host] }
+            if let proxy = proxy?.proxy(forScheme: scheme, host: host, port: port) { return [proxy.host, host] }
+            return [overrides.address(host: host, port: port) ?? host]
+        }
+
         /// Whether these are the defaults, which the shared transport serves.
         var isDefault: Bool {
             proxy == nil && nameOverrides.isEmpty && tls.isDefault && tlsByHost.isEmpty && maximumConnectionsPerHost == 8

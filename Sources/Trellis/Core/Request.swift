@@ -213,6 +213,14 @@ public struct Request: Sendable {
 
     private static let hostField = HTTPField.Name("Host")!
 
+    /// The name a request over a Unix domain socket goes to: its `Host`, without a port, or
+    /// `localhost` (what ``forEachWireField(_:)`` sends). Over `https+unix` the server's
+    /// certificate must name it, as curl's `--unix-socket` checks the URL's host.
+    var socketServerName: String {
+        guard let host = head.headerFields[Self.hostField] else { return "localhost" }
+        return PlainHTTPPolicy.host(of: host)
+    }
+
     static func fieldName(_ name: String) throws -> HTTPField.Name {
         guard let fieldName = HTTPField.Name(name) else {
             throw TrellisError.invalidRequest(.init(.header(name), "\"\(name)\" is not a valid header field name"))

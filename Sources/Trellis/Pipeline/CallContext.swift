@@ -23,6 +23,10 @@ struct CallContext: Sendable {
     /// Whether this attempt is a hedge (``HedgingStage``): it sends a request of its own,
     /// never sharing one in flight (``CoalescingStage``), least of all its own call's.
     var isHedge = false
+    /// For a call that ends in a connection of its own rather than the transport's (a
+    /// WebSocket), the hosts that connection reaches for a request, which the plain-HTTP rule
+    /// judges (``OriginPolicyStage``).
+    var hostsReached: (@Sendable (Request) -> [String])?
 
     init(bufferLimit: Int? = nil) {
         self.bufferLimit = bufferLimit

@@ -30,11 +30,18 @@ extension Client {
         request.head.method = .get
         let host = request.head.authority ?? ""
         let upgrade = request
+        // The dialer connects as the client's connectivity settings say, whatever its transport.
+        let connectivity = configuration.connectivity
+        let overrides = (try? NameOverrides(connectivity.nameOverrides)) ?? NameOverrides()
+        let hostsReached: @Sendable (Request) -> [String] = { hop in
+            let (host, port) = hop.server
+            return connectivity.hostsReached(scheme: hop.head.scheme?.lowercased() ?? "http", host: host, port: port, overrides: overrides)
+        }
         let open: @Sendable () async throws -> WebSocketLink = { [self] in
             let opened = NIOLockedValueBox<WebSocketLink?>(nil)
             let response: Response<ResponseBody>
             do {
-                response = try await pipeline.send(upgrade) { authorized, call in
+                response = try await pipeline.send(upgrade, hostsReached: hostsReached) { authorized, call in
                     // This runs again when the token is refreshed, or a middleware sends twice:
                     // only the last connection opened is kept.
                     opened.withLockedValue { $0?.abort() }

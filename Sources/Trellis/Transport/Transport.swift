@@ -33,12 +33,24 @@ public protocol Transport: Sendable {
     /// own, which it cancels. ``AsyncHTTPClientTransport`` cancels its own, which spares a
     /// task per hedged call.
     var cancelsCalledOffExchanges: Bool { get }
+
+    /// Every host or address `request`'s connection reaches, in order: the proxy's when a proxy
+    /// carries it, then the origin's, which is the URL's host or the address a name override
+    /// connects to in its place.
+    ///
+    /// The client's ``PlainHTTPPolicy`` judges each of them before a plain `http://` request
+    /// leaves, so that a rule about loopback holds for where the bytes go, not only for the
+    /// name in the URL. The default is the URL's host alone, for a transport that connects
+    /// where the URL says; a transport that routes elsewhere says where.
+    func hostsReached(by request: Request) -> [String]
 }
 
 extension Transport {
     public var decodesContentEncoding: Bool { false }
 
     public var cancelsCalledOffExchanges: Bool { false }
+
+    public func hostsReached(by request: Request) -> [String] { [request.server.host] }
 }
 
 /// The transports Trellis ships, and the one it picks for you.

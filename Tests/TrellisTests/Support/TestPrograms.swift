@@ -155,6 +155,25 @@ final class TestProgram: StoppableTestServer {
         }
     }
 
+    /// nginx serving HTTPS on the Unix domain socket ``unixSocketPath`` with the leaf of
+    /// `certificates` (and plain HTTP on a free port, which tells when it is ready), answering
+    /// every request with the TLS server name the client sent, if any.
+    static func nginxOnUnixSocketOverTLS(_ certificates: TestCertificates) async throws -> TestProgram {
+        let pem = try certificates.pem()
+        return try await nginx { port, directory in
+            let path = directory.path
+            try pem.leaf.write(to: directory.appending(path: "leaf.pem"), atomically: true, encoding: .utf8)
+            try pem.leafKey.write(to: directory.appending(path: "leaf-key.pem"), atomically: true, encoding: .utf8)
+            return """
+                listen 127.0.0.1:\(port);
+                listen unix:\(path)/nginx.sock ssl;
+                ssl_certificate \(path)/leaf.pem;
+                ssl_certificate_key \(path)/leaf-key.pem;
+                location / { return 200 "sni=$ssl_server_name"; }
+                """
+        }
+    }
+
     /// nginx in the foreground, as one process, keeping every file in its directory, with one
     /// `server` block whose lines `server(port, directory)` gives.
     private static func nginx(server: (Int, URL) throws -> String) async throws -> TestProgram {

@@ -126,6 +126,8 @@ struct RouteKey: Hashable {
     let proxy: Proxy?
     /// The address a host's name is overridden with on this route.
     var nameOverride: NameOverrideRoute? = nil
+    /// For `https+unix`, the name the server's certificate must hold (the request's `Host`).
+    var socketServerName: String? = nil
 }
 
 /// A name override for one host: the route's client connects to `address` for `host`, and,

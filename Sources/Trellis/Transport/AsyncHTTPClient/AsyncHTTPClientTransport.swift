@@ -206,6 +206,11 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The route of `request`: the client of its pinned host pattern, if any, of the host
     /// pattern whose TLS settings it takes, if any, and of the proxy it goes through, if any.
     func route(for request: Request) throws -> Route {
+        // AsyncHTTPClient gives TLS no server name over a socket, and so cannot check one:
+        // such a route checks the name the request is for itself.
+        if request.head.scheme == "https+unix" {
+            return try onDemandRoute(RouteKey(pinIndex: nil, tlsIndex: nil, proxy: nil, socketServerName: request.socketServerName))
+        }
         // Most transports have one route: they read nothing of the request to choose it.
         guard pinning != nil || connectivity.proxy != nil || !connectivity.tlsByHost.isEmpty || !nameOverrides.isEmpty
         else { return defaultRoute }
@@ -239,6 +244,13 @@ public final class AsyncHTTPClientTransport: Transport {
         return try onDemandRoute(RouteKey(pinIndex: pinIndex, tlsIndex: tlsIndex, proxy: chosen, nameOverride: nameOverride))
     }
 
+    /// The proxy's host when one carries `request`, then the URL's host or the address its
+    /// name override gives, as the transport routes its connections.
+    public func hostsReached(by request: Request) -> [String] {
+        let (host, port) = request.server
+        return connectivity.hostsReached(scheme: request.head.scheme?.lowercased() ?? "http", host: host, port: port, overrides: nameOverrides)
+    }
+
     /// The most clients a transport makes on demand. Each keeps its own connections, and none
     /// is let go while the transport lives: a proxy rule that named a new proxy for every host
     /// would otherwise grow them without end.
@@ -266,8 +278,15 @@ public final class AsyncHTTPClientTransport: Transport {
             if let override = key.nameOverride {
                 configuration.dnsOverride[override.host] = override.address
                 if override.checksCertificateName, configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification {
-                    configuration = Self.configuration(configuration, checking: CertificateNameCheck(host: override.host))
+                    configuration = Self.configuration(configuration, checking: CertificateNameCheck(host: override.host, reason: .nameOverride))
                 }
+            }
+            if let name = key.socketServerName, configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification {
+                // The chain is checked as ever; the name, by the check after the handshake.
+                var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
+                tls.certificateVerification = .noHostnameVerification
+                configuration.tlsConfiguration = tls
+                configuration = Self.configuration(configuration, checking: CertificateNameCheck(host: name, reason: .socket))
             }
             let pins = key.pinIndex.map { pinning!.hosts[$0] }
             if let pins { configuration = Self.configuration(configuration, checking: pins) }

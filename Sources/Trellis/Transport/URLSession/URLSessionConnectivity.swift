@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 #if canImport(Darwin)
+import CFNetwork
 import Security
 #endif
 
@@ -41,6 +42,38 @@ struct URLSessionConnectivity: Sendable {
         #endif
         return refused
     }
+
+    #if canImport(Darwin)
+    /// The host of the proxy CFNetwork chooses for `url` under the session's proxy dictionary,
+    /// or under the system's settings when the session has none; empty when it goes direct.
+    static func proxyHosts(for url: URL, sessionProxies: [AnyHashable: Any]?) -> [String] {
+        let settings: CFDictionary
+        if let sessionProxies {
+            settings = sessionProxies as CFDictionary
+        } else if let system = CFNetworkCopySystemProxySettings()?.takeRetainedValue() {
+            settings = system
+        } else {
+            return []
+        }
+        let proxies = CFNetworkCopyProxiesForURL(url as CFURL, settings).takeRetainedValue() as? [[String: Any]] ?? []
+        guard let first = proxies.first, let type = first[kCFProxyTypeKey as String] as? String, type != (kCFProxyTypeNone as String) else {
+            return []
+        }
+        // A proxy auto-configuration names its proxy only once it has run: no loopback address.
+        return [first[kCFProxyHostNameKey as String] as? String ?? "the proxy a proxy auto-configuration chooses"]
+    }
+    #else
+    /// The host of the proxy libcurl takes from the environment for `scheme`, `host` and
+    /// `port`, as curl reads it; empty when it goes direct.
+    static func environmentProxyHosts(scheme: String, host: String, port: Int) -> [String] {
+        do {
+            return (try Proxy.fromEnvironment()?.proxy(forScheme: scheme, host: host, port: port)).map { [$0.host] } ?? []
+        } catch {
+            // libcurl would try a value Trellis cannot read: where it leads is not known.
+            return ["the proxy the environment names (\(error))"]
+        }
+    }
+    #endif
 
     /// `configuration` with the settings the session's configuration holds.
     func apply(to configuration: URLSessionConfiguration) {

@@ -91,6 +91,22 @@ public final class URLSessionTransport: Transport {
     /// URLSession decodes gzip and deflate bodies itself, and cannot be told not to.
     public var decodesContentEncoding: Bool { true }
 
+    /// The proxy URLSession would send `request` through, if any, then the URL's host. On Apple
+    /// platforms that is the proxy of the session's configuration, or else of the system's
+    /// settings, as CFNetwork chooses it for the URL. On Linux, FoundationNetworking gives
+    /// libcurl no proxy, and libcurl takes one from the environment for each transfer
+    /// (`http_proxy`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`), as ``Proxy/fromEnvironment(_:)``
+    /// reads them.
+    public func hostsReached(by request: Request) -> [String] {
+        let (host, port) = request.server
+        #if canImport(Darwin)
+        guard let url = request.url else { return [host] }
+        return URLSessionConnectivity.proxyHosts(for: url, sessionProxies: session.configuration.connectionProxyDictionary) + [host]
+        #else
+        return URLSessionConnectivity.environmentProxyHosts(scheme: request.head.scheme ?? "http", host: host, port: port) + [host]
+        #endif
+    }
+
     /// Sends the request. A buffered call's whole exchange is held to the deadline by
     /// ``ExchangeLimits/enforce(for:_:)``; a streamed call's head is held to it here, and its
     /// body watched for the idle timeout.
