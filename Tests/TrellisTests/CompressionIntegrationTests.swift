@@ -9,7 +9,7 @@ import Testing
 import Trellis
 
 /// Routes that answer compressed, and one that reads a compressed request body.
-private final class CompressedRoutes: Sendable {
+final class CompressedRoutes: Sendable {
     static let post = #"{"id":7,"title":"Compressed","body":"\#(String(repeating: "all work and no play ", count: 200))"}"#
     /// 64 MiB of zeros, gzipped: about 64 KB that inflate a thousandfold. Made once for the
     /// whole run: compressing 64 MiB in every test kept both cooperative threads busy long
@@ -27,6 +27,8 @@ private final class CompressedRoutes: Sendable {
     }()
     let bomb = CompressedRoutes.bombBytes
     let acceptEncodings = NIOLockedValueBox<[String]>([])
+    /// How many requests `z/negotiated` answered.
+    let negotiatedFetches = NIOLockedValueBox(0)
 
     init() throws {}
 
@@ -39,6 +41,18 @@ private final class CompressedRoutes: Sendable {
         router.get("z/gzip") { request, _ in
             self.acceptEncodings.withLockedValue { $0.append(request.headers[.acceptEncoding] ?? "") }
             return Self.answer(try Self.compressed(Self.post, .gzip()), encoding: "gzip")
+        }
+        // A server that behaves: gzip only when asked, and `Vary` says so; fresh for a minute.
+        router.get("z/negotiated") { request, _ in
+            self.negotiatedFetches.withLockedValue { $0 += 1 }
+            let gzip = request.headers[.acceptEncoding]?.contains("gzip") ?? false
+            let body = gzip ? try Self.compressed(Self.post, .gzip()) : ByteBuffer(string: Self.post)
+            var headers: HTTPFields = [
+                .contentType: "application/json", .contentLength: String(body.readableBytes),
+                .vary: "Accept-Encoding", .cacheControl: "max-age=60",
+            ]
+            if gzip { headers[.contentEncoding] = "gzip" }
+            return Hummingbird.Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
         router.get("z/deflate") { _, _ in Self.answer(try Self.compressed(Self.post, .zlib()), encoding: "deflate") }
         router.get("z/bomb") { _, _ in Self.answer(self.bomb, encoding: "gzip") }
@@ -168,6 +182,46 @@ struct CompressionIntegrationTests {
         }
     }
 
+    /// One cache shared by a client on each transport, against a server that gzips only when
+    /// asked: URLSession hands over bytes it decoded, and the entry it stores says so, so the
+    /// other client is served the same JSON from the cache, whichever wrote it.
+    @Test(arguments: TransportKind.allCases)
+    func aCacheSharedByBothTransportsServesWhatItsHeadSays(writer: TransportKind) async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let cache = HTTPCache()
+            let reader = TransportKind.allCases.first { $0 != writer }!
+            let first = Client(baseURL: url, transport: writer.transport) { $0.cache = cache }
+            let second = Client(baseURL: url, transport: reader.transport) { $0.cache = cache }
+            let stored = try await first.value(for: get(url, "z/negotiated"), as: CompressedPost.self)
+            #expect(stored.id == 7)
+            let served = try await second.response(for: get(url, "z/negotiated"), as: CompressedPost.self)
+            #expect(served.body.id == 7)
+            #expect(served.body.body.hasPrefix("all work and no play"))
+            #expect(served.headerFields[.contentEncoding] == nil)
+            #expect(served.headerFields[.age] != nil, "served from the cache")
+            #expect(routes.negotiatedFetches.withLockedValue { $0 } == 1)
+        }
+    }
+
+    /// An entry whose head says gzip over bytes that are not gzip (stored by a client that did
+    /// not say it had decoded them) is removed rather than served: the next call fetches.
+    @Test func aStoredBodyThatIsNotInItsCodingIsNotServed() async throws {
+        let routes = try CompressedRoutes()
+        try await TestServer.with(routes.install) { url in
+            let cache = HTTPCache()
+            // URLSession's bytes, decoded, under the head the server sent: what a transport that
+            // decodes and does not say so would leave in the cache.
+            let lying = DecodingWithoutSaying(inner: TransportKind.urlSession.transport)
+            let writer = Client(baseURL: url, transport: lying) { $0.cache = cache }
+            _ = try? await writer.data(for: get(url, "z/negotiated"))
+            let reader = Client(baseURL: url, transport: TransportKind.asyncHTTPClient.transport) { $0.cache = cache }
+            let served = try await reader.value(for: get(url, "z/negotiated"), as: CompressedPost.self)
+            #expect(served.id == 7)
+            #expect(routes.negotiatedFetches.withLockedValue { $0 } == 2)
+        }
+    }
+
     /// A download asks for the bytes as sent (it resumes by offsets into them). A server that
     /// gzips them anyway: AsyncHTTPClient keeps the server's bytes; URLSession cannot help
     /// decoding them, so the download is refused, naming the coding.
@@ -263,5 +317,15 @@ struct CompressionIntegrationTests {
             _ = try await plain.data(for: get(url, "z/gzip"))
             #expect(routes.acceptEncodings.withLockedValue { $0 }.last == "")
         }
+    }
+}
+
+/// A transport that decodes bodies (it wraps URLSession) and says it does not: the heads it
+/// hands over name a coding its bytes no longer have.
+private struct DecodingWithoutSaying: Transport {
+    let inner: any Transport
+
+    func send(_ request: Trellis.Request, within limits: ExchangeLimits) async throws -> Trellis.Response<Trellis.ResponseBody> {
+        try await inner.send(request, within: limits)
     }
 }

@@ -42,13 +42,23 @@ struct PipelineOrderTests {
         }
     }
 
+    /// A transport that decodes bodies itself, as URLSession does.
+    private struct DecodingTransport: Transport {
+        let mock = MockTransport()
+        var decodesContentEncoding: Bool { true }
+
+        func send(_ request: Request, within limits: ExchangeLimits) async throws -> Response<ResponseBody> {
+            try await mock.send(request, within: limits)
+        }
+    }
+
     /// A client with every stage present.
     private func clientWithEveryStage() throws -> Client {
         var logger = Logger(label: "order")
         logger.logLevel = .debug
         return Client(
             baseURL: URL(string: "https://api.test")!,
-            transport: MockTransport(),
+            transport: DecodingTransport(),
             middlewares: [try APIKey(.header("X-Key"), "k"), CallStamp()]
         ) {
             $0.logger = logger

@@ -53,8 +53,8 @@ struct ProvidedCacheStorageTests {
     func aStoredResponseIsServedToAnotherClientOfTheStorage(_ kind: TransportKind) async throws {
         try await Self.withServer { server, request in
             let storage = DictionaryStorage()
-            _ = try await Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
-            let served = try await Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage) }.data(for: request)
+            _ = try await Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit) }.data(for: request)
+            let served = try await Client(baseURL: server.url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit) }.data(for: request)
             #expect(String(decoding: served.body, as: UTF8.self) == "the article")
             #expect(server.requests.count == 1)
         }
@@ -73,7 +73,7 @@ struct ProvidedCacheStorageTests {
             let request = try Request(method: .get, url: server.url.appending(path: "me"))
             func asUser(_ token: String) async throws -> String {
                 let client = Client(baseURL: server.url, transport: kind.transport) {
-                    $0.cache = HTTPCache(storage: storage)
+                    $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit)
                     $0.defaultHeaders[.authorization] = "Bearer \(token)"
                 }
                 return String(decoding: try await client.data(for: request).body, as: UTF8.self)
@@ -90,7 +90,7 @@ struct ProvidedCacheStorageTests {
     @Test func aFailingOrDamagingStorageIsAMiss() async throws {
         try await Self.withServer { server, request in
             let storage = DictionaryStorage()
-            let client = Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage) }
+            let client = Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit) }
             _ = try await client.data(for: request)
             storage.state.withLockedValue { $0.damaging = true }
             #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "the article")
@@ -98,6 +98,45 @@ struct ProvidedCacheStorageTests {
             storage.state.withLockedValue { $0.failing = true }
             #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "the article")
             #expect(server.requests.count == 3)
+        }
+    }
+
+    /// A storage that never answers (a database gone away) and shares its fleet's misses: each
+    /// operation waits until it is cancelled, and counts.
+    final class SilentStorage: HTTPCacheStorage {
+        let calls = NIOLockedValueBox<[String]>([])
+
+        private func silence(_ what: String) async throws {
+            calls.withLockedValue { $0.append(what) }
+            try await Task.sleep(for: .seconds(3600))
+        }
+
+        func entry(for key: String) async throws -> HTTPCacheEntry? {
+            try await silence("entry")
+            return nil
+        }
+
+        func store(_ entry: HTTPCacheEntry, for key: String) async throws { try await silence("store") }
+        func removeEntry(for key: String) async throws { try await silence("remove") }
+        func removeAll() async throws { try await silence("removeAll") }
+
+        func fetchingOnce<Result: Sendable>(_ key: String, _ fetch: () async throws -> Result) async throws -> Result {
+            calls.withLockedValue { $0.append("lock") }
+            return try await fetch()
+        }
+    }
+
+    /// A call's lookup, lock, second lookup and store share one time limit: against a storage
+    /// that never answers, the lookup spends it, and the call goes to the server without taking
+    /// the lock, looking again or storing (each with a limit of its own, a call took four).
+    @Test func aCallsOperationsOnTheStorageShareOneTimeLimit() async throws {
+        try await Self.withServer { server, request in
+            let storage = SilentStorage()
+            let client = Client(baseURL: server.url) { $0.cache = HTTPCache(storage: storage, timeLimit: .milliseconds(50)) }
+            let answer = try await client.data(for: request)
+            #expect(String(decoding: answer.body, as: UTF8.self) == "the article")
+            #expect(storage.calls.withLockedValue { $0 } == ["entry"])
+            #expect(server.requests.count == 1)
         }
     }
 }

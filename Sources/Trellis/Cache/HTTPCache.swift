@@ -1,6 +1,7 @@
 public import Foundation
 public import Logging
 import Crypto
+import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -28,6 +29,8 @@ public final class HTTPCache: Sendable {
     private let store: any CacheStore
     /// The storage the user provided, whose lock makes a fleet's misses one fetch.
     private let storage: (any HTTPCacheStorage)?
+    /// The time limit of a call's operations on ``storage``, all of them together.
+    private let storageTimeLimit: Duration?
 
     /// A cache in memory of at most `memoryCapacity` bytes: each entry counts its body, its
     /// head and its URL.
@@ -37,6 +40,7 @@ public final class HTTPCache: Sendable {
     ) {
         self.store = MemoryCacheStore(capacity: memoryCapacity)
         self.storage = nil
+        self.storageTimeLimit = nil
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -54,12 +58,14 @@ public final class HTTPCache: Sendable {
     ) throws {
         self.store = try DiskCacheStore(directory: directory, capacity: capacity)
         self.storage = nil
+        self.storageTimeLimit = nil
         self.maximumEntrySize = maximumEntrySize
     }
 
     /// A cache in `storage`, a place you provide (a database a fleet of processes shares; see
-    /// ``HTTPCacheStorage``). Each operation on it has `timeLimit`; one that fails or takes
-    /// longer is a miss, and `logger` says so. The storage bounds its own size.
+    /// ``HTTPCacheStorage``). A call's operations on it (a lookup, a store, the lock of a
+    /// storage a fleet shares) have `timeLimit` together; one that fails, or runs past what is
+    /// left of it, is a miss, and `logger` says so. The storage bounds its own size.
     public init(
         storage: any HTTPCacheStorage,
         maximumEntrySize: Int = 4 << 20,
@@ -68,6 +74,7 @@ public final class HTTPCache: Sendable {
     ) {
         self.store = ProvidedCacheStore(storage: storage, timeLimit: timeLimit, logger: logger)
         self.storage = storage
+        self.storageTimeLimit = timeLimit
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -76,8 +83,31 @@ public final class HTTPCache: Sendable {
         await store.removeAll()
     }
 
+    /// The entry stored for `key`, unless its body is not what its head says it is: a body
+    /// under `Content-Encoding: gzip` that is no gzip stream was stored decoded by a client
+    /// that did not say so (a Trellis before the transports' heads told the truth, in a storage
+    /// a fleet shares), and is removed rather than served.
     func lookup(_ key: String) async -> (CachedResponse, ByteBuffer)? {
-        await store.read(key)
+        guard let found = await store.read(key) else { return nil }
+        guard Self.bodyIsInItsCoding(found.1, head: found.0.head) else {
+            await store.remove(key)
+            return nil
+        }
+        return found
+    }
+
+    /// Whether `body` starts as the coding `head` names says it must: gzip's magic number, or a
+    /// zlib header for `deflate`. Any other coding, and an empty body, pass.
+    static func bodyIsInItsCoding(_ body: ByteBuffer, head: HTTPResponse) -> Bool {
+        guard let coding = head.headerFields[.contentEncoding]?.trimmingCharacters(in: .whitespaces).lowercased(),
+            let first = body.getInteger(at: body.readerIndex, as: UInt8.self),
+            let second = body.getInteger(at: body.readerIndex + 1, as: UInt8.self)
+        else { return true }
+        switch coding {
+        case "gzip", "x-gzip": return first == 0x1F && second == 0x8B
+        case "deflate": return first & 0x0F == 8 && (UInt16(first) << 8 | UInt16(second)) % 31 == 0
+        default: return true
+        }
     }
 
     func save(_ key: String, _ entry: CachedResponse, body: ByteBuffer) async {
@@ -91,10 +121,18 @@ public final class HTTPCache: Sendable {
     /// Whether the responses are in a storage the user provided, which a fleet may share.
     var isShared: Bool { storage != nil }
 
-    /// `fetch`, under the storage's lock on `key` when the storage is one a fleet shares.
+    /// `fetch`, under the storage's lock on `key` when the storage is one a fleet shares and
+    /// the call's time on it is not spent.
     func fetchingOnce<Result: Sendable>(_ key: String, _ fetch: () async throws -> Result) async throws -> Result {
-        guard let storage else { return try await fetch() }
+        guard let storage, ProvidedCacheStore.callTime.map({ $0.remaining > .zero }) ?? true else { return try await fetch() }
         return try await storage.fetchingOnce(key, fetch)
+    }
+
+    /// `body`, the cache's part of one call: with a storage you provide, its operations share
+    /// one time limit (see `ProvidedCacheStore`).
+    func withinOneTimeLimit<Result>(_ body: () async throws -> Result) async rethrows -> Result {
+        guard let limit = storageTimeLimit else { return try await body() }
+        return try await ProvidedCacheStore.$callTime.withValue(ProvidedCacheStore.CallTime(limit), operation: body)
     }
 
     static func digest(_ body: ByteBuffer) -> String {

@@ -27,6 +27,10 @@ struct CacheStage: Stage {
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
+        try await cache.withinOneTimeLimit { try await lookUpOrFetch(request, call, next: next) }
+    }
+
+    private func lookUpOrFetch(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         guard request.method == .get else {
             let response = try await next(request, call)
             await invalidate(after: response, to: request)

@@ -102,7 +102,7 @@ final class Pipeline: Sendable {
         if let jar = configuration.cookies {
             stages.append(CookieStage(jar: jar, logger: configuration.logger))
         }
-        stages.append(CompressionStage(settings: configuration.compression, transportDecodes: settings.transport.decodesContentEncoding))
+        stages.append(CompressionStage(settings: configuration.compression))
         // After every stage that adds to the request, so that calls share an exchange only
         // when they would send the same thing; before the cache, so that callers who miss
         // together cost one fetch and one store.
@@ -111,10 +111,17 @@ final class Pipeline: Sendable {
             stages.append(CacheStage(cache: cache, clock: clock))
         }
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
-            stages.append(OriginPolicyStage(plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict))
+            stages.append(OriginPolicyStage(
+                plainHTTP: configuration.security.plainHTTP, pinningConflict: settings.pinningConflict, transport: settings.transport
+            ))
         }
         // Only what goes out takes a turn: after the cache, coalescing and the refusals.
         if let turns = resilience.turns { stages.append(RateLimitStage(turns: turns, sharedTurns: resilience.sharedTurns, clock: clock, logger: configuration.logger)) }
+        // Below the cache and coalescing, which share what it hands up: a head that says what
+        // its body is. Above the hop's observation, which records the exchange as it was.
+        if settings.transport.decodesContentEncoding {
+            stages.append(TransportDecodingStage(settings: configuration.compression))
+        }
         stages.append(HopObservationStage(transportDecodes: settings.transport.decodesContentEncoding))
         if configuration.logger.logLevel <= .debug {
             stages.append(LoggingStage(logger: configuration.logger))
@@ -126,15 +133,18 @@ final class Pipeline: Sendable {
     /// connection of its own.
     typealias Terminal = @Sendable (Request, CallContext) async throws -> Response<ResponseBody>
 
-    /// Sends `request` down the stages to the transport, or to `terminal` instead.
-    /// `bufferLimit` makes it a buffered call: the response comes back with its whole body in
-    /// memory.
+    /// Sends `request` down the stages to the transport, or to `terminal` instead, whose
+    /// connection reaches the hosts `hostsReached` gives. `bufferLimit` makes it a buffered
+    /// call: the response comes back with its whole body in memory.
     func send(
         _ request: Request,
         bufferLimit: Int? = nil,
+        hostsReached: (@Sendable (Request) -> [String])? = nil,
         terminal: Terminal? = nil
     ) async throws -> Response<ResponseBody> {
-        try await Next(pipeline: self, from: 0, terminal: terminal)(request, CallContext(bufferLimit: bufferLimit))
+        var call = CallContext(bufferLimit: bufferLimit)
+        call.hostsReached = hostsReached
+        return try await Next(pipeline: self, from: 0, terminal: terminal)(request, call)
     }
 
     /// The rest of a pipeline, from one of its stages on: what a stage calls to pass a request

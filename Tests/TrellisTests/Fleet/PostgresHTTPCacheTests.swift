@@ -43,6 +43,31 @@ struct PostgresHTTPCacheTests {
         }
     }
 
+    /// Processes of a fleet on different transports share one entry, and it says what its
+    /// bytes are: whichever transport stored it, the other is served the server's JSON.
+    @Test(arguments: TransportKind.allCases)
+    func processesOnBothTransportsAreServedTheSameBody(writer: TransportKind) async throws {
+        try await PostgresServer.withDatabase { _, postgres in
+            let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .patientStoreLimit)
+            try await storage.createTable()
+            let routes = try CompressedRoutes()
+            try await TestServer.with(routes.install) { url in
+                func process(on kind: TransportKind) -> Client {
+                    let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: .patientStoreLimit)
+                    return Client(baseURL: url, transport: kind.transport) { $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit) }
+                }
+                let request = try Request(method: .get, url: url.appending(path: "z/negotiated"))
+                let first = try await process(on: writer).data(for: request)
+                let reader = TransportKind.allCases.first { $0 != writer }!
+                let second = try await process(on: reader).data(for: request)
+                #expect(String(decoding: first.body, as: UTF8.self) == CompressedRoutes.post)
+                #expect(String(decoding: second.body, as: UTF8.self) == CompressedRoutes.post)
+                #expect(second.headerFields[.age] != nil, "served from the database")
+                #expect(routes.negotiatedFetches.withLockedValue { $0 } == 1)
+            }
+        }
+    }
+
     /// Two clients miss one URL at once while the server holds its answer: the second waits
     /// for the first's fetch (the fleet's lock) and is served what it stored; the server sees
     /// one request.
