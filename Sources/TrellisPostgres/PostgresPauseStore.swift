@@ -46,9 +46,12 @@ public struct PostgresPauseStore: SharedPauseStore {
         """
     }
 
-    /// Creates the store's table if it is not there.
+    /// Creates the store's table if it is not there. Any number of processes may call it at
+    /// once: they take one advisory lock to create their tables.
+    ///
+    /// - Throws: ``PostgresTableCreationError`` naming the table and the database's error.
     public func createTable() async throws {
-        try await client.query(PostgresQuery(unsafeSQL: migration), logger: logger)
+        try await PostgresTableName.create(table, with: migration, on: client, logger: logger)
     }
 
     public func pause(_ origin: String, for duration: Duration) async throws {

@@ -47,9 +47,12 @@ public struct PostgresRateLimitStore: RateLimitStore {
         """
     }
 
-    /// Creates the store's table if it is not there.
+    /// Creates the store's table if it is not there. Any number of processes may call it at
+    /// once: they take one advisory lock to create their tables.
+    ///
+    /// - Throws: ``PostgresTableCreationError`` naming the table and the database's error.
     public func createTable() async throws {
-        try await client.query(PostgresQuery(unsafeSQL: migration), logger: logger)
+        try await PostgresTableName.create(table, with: migration, on: client, logger: logger)
     }
 
     public func takeTurns(_ count: Int, of key: String, under limit: RateLimit) async throws -> [Duration] {

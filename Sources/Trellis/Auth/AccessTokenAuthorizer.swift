@@ -25,6 +25,11 @@ final class AccessTokenAuthorizer: Sendable {
 
     /// Sends `request` with its token and, when the server refuses the token, replays it once
     /// with a refreshed one.
+    ///
+    /// A storage that fails (a file that cannot be read, a fleet's lock that cannot be taken)
+    /// fails the call as every other failure of a call does, with a ``TrellisError``:
+    /// ``TrellisError/authenticationRequired(_:)``, whose underlying error is the storage's
+    /// ``AccessTokenStorageError``.
     func send(
         _ request: Request,
         client: Client,
@@ -32,6 +37,22 @@ final class AccessTokenAuthorizer: Sendable {
         next: (Request) async throws -> Response<ResponseBody>
     ) async throws -> Response<ResponseBody> {
         guard let requirement = request.accessToken else { return try await next(request) }
+        do {
+            return try await send(request, requiring: requirement, client: client, observation: observation, next: next)
+        } catch let failure as AccessTokenStorageError {
+            throw TrellisError.authenticationRequired(AuthenticationFailure(
+                label: requirement.label, reason: "the access token storage failed: \(failure)", underlying: failure
+            ))
+        }
+    }
+
+    private func send(
+        _ request: Request,
+        requiring requirement: AccessTokenRequirement,
+        client: Client,
+        observation: CallObservation?,
+        next: (Request) async throws -> Response<ResponseBody>
+    ) async throws -> Response<ResponseBody> {
         // A token is a credential for the service's origin alone: a request for another
         // origin never carries one, whatever the code that built it asked for.
         guard let origin, request.origin == origin else {

@@ -39,6 +39,11 @@ public struct AccessTokenSettings: Sendable {
     public var refreshStatuses: Set<Int>
     /// How long before its expiry a token is treated as expired and refreshed before sending,
     /// so a request does not leave with a token that expires on its way.
+    ///
+    /// Keep it well below the life of the tokens your server issues: a token that lives less
+    /// than the leeway is expired as soon as it arrives, so every call refreshes it again, one
+    /// after another (and, with a storage a fleet shares, each under the fleet's lock). For
+    /// tokens that live a minute, a leeway of a few seconds.
     public var expiryLeeway: Duration
 
     /// Creates the settings.

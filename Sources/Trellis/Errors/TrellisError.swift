@@ -32,7 +32,9 @@ public enum TrellisError: Error, Sendable {
     /// A buffered response body was larger than the client allows.
     case responseTooLarge(ResponseTooLarge)
     /// A request needs an access token and none can be had: none is stored and nothing can
-    /// obtain one, or the refresh was refused by the server (the stored token is then deleted).
+    /// obtain one, the refresh was refused by the server (the stored token is then deleted), or
+    /// the token's storage failed (its ``AccessTokenStorageError`` is the failure's
+    /// `underlying` error).
     case authenticationRequired(AuthenticationFailure)
     /// A redirect was not followed: too many, a loop, a downgrade from https to http, or a body
     /// that cannot be sent again.
@@ -336,7 +338,7 @@ public struct AuthenticationFailure: Sendable, CustomStringConvertible {
     public let label: String
     /// What happened, in words.
     public let reason: String
-    /// The error the refresh failed with, when it did.
+    /// The error the refresh or the token's storage failed with, when it did.
     public let underlying: (any Error)?
 
     /// Describes an authentication failure.
