@@ -10,8 +10,10 @@ public import Trellis
 ///
 /// A refresh takes a transaction-scoped advisory lock on the label, reads the token stored now,
 /// refreshes only when no other process has done so meanwhile, and stores the new token before
-/// it commits. The others wait for the lock (up to ``lockWait``) and read that token. A process
-/// that dies while it refreshes ends its session, and PostgreSQL releases its lock with it.
+/// it commits. The others wait for the lock and read that token: as long as the holder holds it
+/// and their own call's deadline allows, and at most ``lockWait`` when you set one. A process
+/// that dies while it refreshes ends its session, and PostgreSQL releases its lock with it, so
+/// a wait tied to the holder never outlives it.
 ///
 /// Each process keeps the token it last read or stored in memory, so a call whose token is
 /// good costs no round trip; it reads the table again when its token has expired or was
@@ -36,8 +38,11 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
     /// How long each statement, and the wait for a connection, may take before the database
     /// counts as failed.
     public let timeLimit: Duration
-    /// How long a process waits for another's refresh (the advisory lock) before it gives up.
-    public let lockWait: Duration
+    /// The longest a process waits for another's refresh (the advisory lock), or `nil`, the
+    /// default, for no bound of its own: it waits while the holder holds the lock (PostgreSQL
+    /// releases it when the holder's session ends) and the call that asked for the token has
+    /// time left (its attempt's timeout), or 30 seconds when no call asked.
+    public let lockWait: Duration?
     /// What the storage does while the database fails: `.refuseCalls` (the default) fails a
     /// refresh rather than refresh without the fleet's lock, as an authorization server that
     /// rotates refresh tokens requires; `.continueInProcess` refreshes in this process alone
@@ -54,7 +59,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
         client: PostgresClient,
         table: String = "trellis_access_tokens",
         timeLimit: Duration = .seconds(2),
-        lockWait: Duration = .seconds(30),
+        lockWait: Duration? = nil,
         whenDatabaseFails: SharedStateFailure = .refuseCalls,
         logger: Logger = Logger(label: "trellis.postgres")
     ) {
@@ -141,13 +146,16 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                 tokens.withLockedValue { $0[label] = token }
                 return token
             case nil:
+                // The transaction's first failure (a wait that ran out, a statement's limit, a
+                // lost connection), not a later statement's `25P02` that says only that.
+                let first = AdvisoryLock.firstFailure(of: error)
                 guard whenDatabaseFails == .continueInProcess else {
                     throw AccessTokenStorageError(
                         location: "PostgreSQL table \(table)",
-                        reason: "the fleet's lock on refreshing \(label) could not be taken (\(error)), and the token is not refreshed without it (whenDatabaseFails: .refuseCalls)"
+                        reason: "the fleet's lock on refreshing \(label) could not be taken (\(first)), and the token is not refreshed without it (whenDatabaseFails: .refuseCalls)"
                     )
                 }
-                logger.warning("[Trellis] the fleet's lock on refreshing the access token of \(label) could not be taken (\(error)); this process refreshes alone")
+                logger.warning("[Trellis] the fleet's lock on refreshing the access token of \(label) could not be taken (\(first)); this process refreshes alone")
                 let token = try await refresh(tokens.withLockedValue { $0[label] })
                 tokens.withLockedValue { $0[label] = token }
                 return token
@@ -157,23 +165,18 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
 
     /// Runs `body` with the token stored under `label`, in a transaction that holds the
     /// label's advisory lock, and stores what it returns when that differs. The connection and
-    /// each statement are held to ``timeLimit``, the lock to ``lockWait`` (the server's
-    /// `lock_timeout`) and ``timeLimit`` beside it; `body` (the refresh) to the client's own
-    /// timeouts.
+    /// each statement are held to ``timeLimit``; the wait for the lock to ``wait(for:)`` (the
+    /// server's `lock_timeout`) and ``timeLimit`` beside it; `body` (the refresh) to the
+    /// client's own timeouts.
     private func underLock(
         _ label: String,
         _ body: @escaping @Sendable (AccessToken?) async throws -> AccessToken
     ) async throws -> AccessToken {
-        try await StatementTimeLimits.run(first: "connection", limit: timeLimit) { limits in
+        let (wait, setting) = wait(for: CallDeadline.current)
+        return try await StatementTimeLimits.run(first: "connection", limit: timeLimit) { limits in
             try await self.client.withTransaction(logger: self.logger) { connection in
-                try limits.next("lock on \(label)", limit: self.lockWait + self.timeLimit)
-                var bindings = PostgresBindings()
-                bindings.append("\(Int64((self.lockWait.inSeconds * 1000).rounded()))ms")
-                bindings.append("\(self.table):\(label)")
-                try await connection.query(
-                    PostgresQuery(unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings),
-                    logger: self.logger
-                )
+                try limits.next("lock on \(label)", limit: wait + self.timeLimit, setting: "\(setting), and timeLimit: \(self.timeLimit)")
+                try await AdvisoryLock.take("\(self.table):\(label)", on: connection, waitingAtMost: wait, setting: setting, logger: self.logger)
                 try limits.next("answer to reading the token", limit: self.timeLimit)
                 let stored = try await self.read(label, on: connection)
                 try limits.next("refresh", limit: nil)
@@ -183,6 +186,19 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                 if token != stored { try await self.write(token, for: label, on: connection) }
                 return token
             }
+        }
+    }
+
+    /// How long a refresh waits for the lock while another process holds it, and the setting
+    /// that says so: what is left of the call's attempt (`deadline`), bounded by ``lockWait``
+    /// when it is set; 30 seconds when neither is.
+    func wait(for deadline: ContinuousClock.Instant?) -> (Duration, String) {
+        let left = deadline.map { max(.milliseconds(1), ContinuousClock.now.duration(to: $0)) }
+        switch (left, lockWait) {
+        case (let left?, let bound?) where bound < left: return (bound, "lockWait: \(bound)")
+        case (let left?, _): return (left, "the call's timeout, \(left) left of it")
+        case (nil, let bound?): return (bound, "lockWait: \(bound)")
+        case (nil, nil): return (.seconds(30), "30 s, as no call's timeout bounds it and lockWait is not set")
         }
     }
 

@@ -130,23 +130,17 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
 
     public func fetchingOnce<Result: Sendable>(_ key: String, _ fetch: () async throws -> Result) async throws -> Result {
         let lease = LockLease()
-        var bindings = PostgresBindings()
-        bindings.append("\(Int64((lockWait.inSeconds * 1000).rounded()))ms")
-        bindings.append("\(table):\(key)")
-        let lock = PostgresQuery(
-            unsafeSQL: "SELECT set_config('lock_timeout', $1, true), pg_advisory_xact_lock(hashtextextended($2, 0))", binds: bindings
-        )
         // The lock is held by a transaction in a task of its own, from when it is taken until
         // this caller's fetch is done; the fetch runs in the caller's task.
-        let holder = Task { [client, logger] in
+        let holder = Task { [client, logger, table, lockWait] in
             do {
                 try await client.withTransaction(logger: logger) { connection in
                     lease.connected()
-                    try await connection.query(lock, logger: logger)
+                    try await AdvisoryLock.take("\(table):\(key)", on: connection, waitingAtMost: lockWait, setting: "lockWait: \(lockWait)", logger: logger)
                     await lease.holdUntilReleased()
                 }
             } catch {
-                lease.resolve(.failed("\(error)"))
+                lease.resolve(.failed("\(AdvisoryLock.firstFailure(of: error))"))
             }
         }
         // A connection within `timeLimit`, then the lock within `lockWait` (the server's

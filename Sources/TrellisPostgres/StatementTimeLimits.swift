@@ -17,6 +17,8 @@ final class StatementTimeLimits: Sendable {
         /// When the step runs out; `nil` for a step held to limits of its own (the refresh).
         var deadline: ContinuousClock.Instant?
         var limit: Duration?
+        /// The setting, or settings, that give the limit, as the user names them.
+        var setting: String
         /// Whether the caller has been answered with a timeout: no step starts after that (the
         /// refresh least of all, which a late transaction would otherwise make a second time).
         var gaveUp = false
@@ -25,20 +27,20 @@ final class StatementTimeLimits: Sendable {
     private let state: NIOLockedValueBox<State>
     private let clock: any ClientClock
 
-    private init(step: String, limit: Duration, clock: any ClientClock) {
+    private init(step: String, limit: Duration, setting: String, clock: any ClientClock) {
         self.clock = clock
-        state = NIOLockedValueBox(State(step: step, deadline: clock.instant + limit, limit: limit))
+        state = NIOLockedValueBox(State(step: step, deadline: clock.instant + limit, limit: limit, setting: setting))
     }
 
-    /// Starts `step` with `limit` (`nil`: no limit of ours) from now.
+    /// Starts `step` with `limit` (`nil`: no limit of ours) from now, which `setting` gives.
     ///
     /// - Throws: `CancellationError` when the caller has already been told that the step
     ///   before ran out; the operation then goes no further.
-    func next(_ step: String, limit: Duration?) throws {
+    func next(_ step: String, limit: Duration?, setting: String = "timeLimit") throws {
         let now = clock.instant
         try state.withLockedValue { state in
             if state.gaveUp { throw CancellationError() }
-            state = State(step: step, deadline: limit.map { now + $0 }, limit: limit)
+            state = State(step: step, deadline: limit.map { now + $0 }, limit: limit, setting: setting)
         }
     }
 
@@ -48,10 +50,11 @@ final class StatementTimeLimits: Sendable {
     static func run<Value: Sendable>(
         first: String,
         limit: Duration,
+        setting: String = "timeLimit",
         on clock: any ClientClock = SystemClock(),
         _ operation: @escaping @Sendable (StatementTimeLimits) async throws -> Value
     ) async throws -> Value {
-        let limits = StatementTimeLimits(step: first, limit: limit, clock: clock)
+        let limits = StatementTimeLimits(step: first, limit: limit, setting: setting, clock: clock)
         return try await withWatch({ try await operation(limits) }) {
             while !Task.isCancelled {
                 let now = clock.instant
@@ -60,7 +63,7 @@ final class StatementTimeLimits: Sendable {
                 let (verdict, deadline) = limits.state.withLockedValue { state -> (PostgresStorageTimeout?, ContinuousClock.Instant?) in
                     guard let deadline = state.deadline, let stepLimit = state.limit, now >= deadline else { return (nil, state.deadline) }
                     state.gaveUp = true
-                    return (PostgresStorageTimeout(step: state.step, limit: stepLimit), deadline)
+                    return (PostgresStorageTimeout(step: state.step, limit: stepLimit, setting: state.setting), deadline)
                 }
                 if let verdict { return verdict }
                 try? await clock.sleep(for: deadline.map { now.duration(to: $0) } ?? limit)
@@ -74,6 +77,8 @@ final class StatementTimeLimits: Sendable {
 struct PostgresStorageTimeout: Error, CustomStringConvertible {
     let step: String
     let limit: Duration
-    var description: String { "no \(step) within \(limit)" }
+    /// The setting, or settings, that give the limit.
+    let setting: String
+    var description: String { "no \(step) within \(limit) (\(setting))" }
 }
 #endif

@@ -3,10 +3,11 @@
 //
 //   rate-limit DATABASE_SOCKET SERVER_URL CALLS QUOTA_PER_SECOND BATCH
 //     makes CALLS calls through a rate limit shared through PostgreSQL;
-//   tokens DATABASE_SOCKET SERVER_URL SECONDS
-//     calls SERVER_URL/me for SECONDS seconds (once when 0), a call every 10 ms, with the access
-//     token kept in PostgreSQL, refreshing it at SERVER_URL/oauth/refresh under the fleet's
-//     lock;
+//   tokens DATABASE_SOCKET SERVER_URL SECONDS|until:STOP_FILE [LOCK_WAIT_MS]
+//     calls SERVER_URL/me for SECONDS seconds (once when 0), or until STOP_FILE exists, a call
+//     every 10 ms, with the access token kept in PostgreSQL, refreshing it at
+//     SERVER_URL/oauth/refresh under the fleet's lock (waited for at most LOCK_WAIT_MS when
+//     given, else as long as the holder holds it and the call's 60 s allow);
 //   cache DATABASE_SOCKET SERVER_URL CALLS
 //     calls SERVER_URL/me CALLS times through an HTTP cache kept in PostgreSQL;
 //   create-tables DATABASE_SOCKET GATE_FILE
@@ -88,9 +89,10 @@ if arguments.count == 4, arguments[1] == "create-tables" {
 }
 
 // DATABASE_SOCKET is the path of the test's PostgreSQL server's Unix socket.
-guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string: arguments[3]), let count = Int(arguments[4]) else {
+let stopFile = arguments.count >= 5 && arguments[4].hasPrefix("until:") ? String(arguments[4].dropFirst("until:".count)) : nil
+guard arguments.count >= 5, case let socket = arguments[2], let url = URL(string: arguments[3]), let count = Int(arguments[4]) ?? (stopFile != nil ? 0 : nil) else {
     print("usage: trellis-fleet-worker rate-limit DATABASE_SOCKET SERVER_URL CALLS QUOTA_PER_SECOND BATCH")
-    print("       trellis-fleet-worker tokens DATABASE_SOCKET SERVER_URL SECONDS")
+    print("       trellis-fleet-worker tokens DATABASE_SOCKET SERVER_URL SECONDS|until:STOP_FILE [LOCK_WAIT_MS]")
     print("       trellis-fleet-worker cache DATABASE_SOCKET SERVER_URL CALLS")
     exit(2)
 }
@@ -114,13 +116,20 @@ case "rate-limit" where arguments.count == 7:
     }
     more = { $0 < count }
 case "tokens":
-    let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: storeLimit, lockWait: .seconds(20))
+    let lockWait = arguments.count >= 6 ? Int(arguments[5]).map { Duration.milliseconds($0) } : nil
+    let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: storeLimit, lockWait: lockWait)
     client = Client(baseURL: url) {
         $0.accessTokens = AccessTokenSettings(storage: storage, refresher: Refresher(url: url), expiryLeeway: .milliseconds(500))
+        $0.timeouts.request = .seconds(60)
     }
     request.requireAccessToken()
-    let deadline = ContinuousClock.now + .seconds(count)
-    more = { $0 == 0 || ContinuousClock.now < deadline }
+    request.headerFields[HTTPField.Name("X-Worker")!] = "\(ProcessInfo.processInfo.processIdentifier)"
+    if let stopFile {
+        more = { $0 == 0 || !FileManager.default.fileExists(atPath: stopFile) }
+    } else {
+        let deadline = ContinuousClock.now + .seconds(count)
+        more = { $0 == 0 || ContinuousClock.now < deadline }
+    }
 case "cache":
     let storage = PostgresHTTPCacheStorage(client: postgres, timeLimit: storeLimit)
     client = Client(baseURL: url) { $0.cache = HTTPCache(storage: storage, timeLimit: storeLimit) }

@@ -26,3 +26,11 @@ public protocol SharedAccessTokenStorage: AccessTokenStorage {
         _ refresh: @escaping @Sendable (_ stored: AccessToken?) async throws -> AccessToken
     ) async throws -> AccessToken
 }
+
+/// The deadline of the call a task works for, when it works for one: a token refresh's task
+/// carries the attempt's deadline of the call that started it, so that a storage a fleet
+/// shares waits for another process's refresh as long as that call allows, and no longer.
+/// (`package`: `TrellisPostgres` reads it.)
+package enum CallDeadline {
+    @TaskLocal package static var current: ContinuousClock.Instant?
+}

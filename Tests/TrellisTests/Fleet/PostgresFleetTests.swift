@@ -43,31 +43,105 @@ struct PostgresFleetTests {
         }
     }
 
-    /// Four processes call for thirty seconds with tokens that live two (refreshed half a second
-    /// before they expire): no call fails, the authorization server never sees a refresh token
-    /// twice, and it sees at most one refresh per expiry, not one per process. The server takes
-    /// a token for ten seconds past its stated two: a call slowed by a loaded machine reached it
-    /// after them, and its replay after the refresh as well (each process failed one call so,
-    /// under ThreadSanitizer beside busy loops). The clients refresh from the stated lifetime,
-    /// so the grace leaves the count of refreshes as it is.
+    /// Four processes call until the test stops them, while the test expires the tokens five
+    /// times (the authorization server takes them back, as their expiry would): no call fails,
+    /// the server never sees a refresh token twice, and it sees one refresh per expiry, not one
+    /// per process. Time is the test's: a token expires when the test says, once every process
+    /// has been answered with it, so a slow machine changes nothing; a fleet that refreshed
+    /// twice would use a refresh token twice, or refresh more than five times.
     @Test func fourProcessesRefreshOncePerExpiry() async throws {
         try await PostgresServer.withDatabase { database, postgres in
-            let server = RotatingTokenServer(lifetime: .seconds(2), grace: .seconds(10))
+            let server = RotatingTokenServer(lifetime: .seconds(3600))
             try await TestServer.with(server.install) { url in
                 let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
                 try await storage.createTable()
                 let pair = server.login()
                 try await storage.store(
-                    AccessToken(accessToken: pair.access, refreshToken: pair.refresh, expiresIn: 2), for: AccessTokenRequirement.defaultLabel
+                    AccessToken(accessToken: pair.access, refreshToken: pair.refresh, expiresIn: 3600), for: AccessTokenRequirement.defaultLabel
                 )
-                let workers = try await FleetWorker.start(4, ["tokens", database.socket, url.absoluteString, "30"])
+                let stop = FileManager.default.temporaryDirectory.appending(path: "trellis-stop-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: stop) }
+                let workers = try await FleetWorker.start(4, ["tokens", database.socket, url.absoluteString, "until:\(stop.path)"])
+                // A token expires once every process has been answered with it: no process has
+                // a call with an older token under way, whose replay the expiry would refuse.
+                var answered = server.answeredWithNewest.makeAsyncIterator()
+                /// Whether every process was answered with the newest token (not: a refresh
+                /// token was used twice, or a token refreshed twice).
+                func everyProcessUsesTheNewestToken() async -> Bool {
+                    while let count = await answered.next() {
+                        if count < 0 { return false }
+                        if count == workers.count { return true }
+                    }
+                    return false
+                }
+                for _ in 1...5 {
+                    guard await everyProcessUsesTheNewestToken() else { break }
+                    server.expireAccessTokens()
+                }
+                _ = await everyProcessUsesTheNewestToken()
+                try Data().write(to: stop)
                 var outputs: [String] = []
                 for worker in workers { outputs.append(await worker.output()) }
                 #expect(outputs.allSatisfy { $0.hasPrefix("answered") && $0.contains(" failed 0") }, "\(outputs)")
                 #expect(server.reuses == 0)
-                // At most a refresh every one and a half seconds over thirty, and one more at
-                // each edge: one per expiry, where four processes alone would make four.
-                #expect((1...22).contains(server.refreshes), "\(server.refreshes) refreshes")
+                #expect(server.refreshes == 5)
+            }
+        }
+    }
+
+    /// The authorization server holds the refresh of the process that took the lock; the
+    /// other processes wait for it as long as their calls allow (not a fixed wait), and are
+    /// still waiting well past the bound the next test sets: once it answers, every process's
+    /// call succeeds with the one new token, and no refresh token is used twice.
+    @Test func waitingProcessesWaitForTheHoldersRefreshAsLongAsTheirCallsAllow() async throws {
+        try await PostgresServer.withDatabase { database, postgres in
+            let server = RotatingTokenServer(lifetime: .seconds(3600))
+            try await TestServer.with(server.install) { url in
+                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
+                try await storage.createTable()
+                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
+                let arguments = ["tokens", database.socket, url.absoluteString, "0"]
+                server.holdRefreshes()
+                let holder = try await FleetWorker(arguments)
+                for await _ in server.heldRefreshes { break }
+                let waiters = try await FleetWorker.start(3, arguments)
+                try await Self.untilWaitersQueueForTheLock(postgres, count: 3, waitingAtLeast: "2 seconds")
+                server.answerHeldRefreshes()
+                var outputs = [await holder.output()]
+                for waiter in waiters { outputs.append(await waiter.output()) }
+                #expect(outputs.allSatisfy { $0.hasPrefix("answered 1 failed 0") }, "\(outputs)")
+                #expect(server.refreshes == 1)
+                #expect(server.reuses == 0)
+            }
+        }
+    }
+
+    /// With `lockWait` set (half a second), a process that waits longer for another's refresh
+    /// gives up, and its call fails naming that wait and the setting: not the `25P02` of the
+    /// statement after it. The holder's refresh goes on, and is the only one.
+    @Test func aWaitBoundedByLockWaitEndsNamingIt() async throws {
+        try await PostgresServer.withDatabase { database, postgres in
+            let server = RotatingTokenServer(lifetime: .seconds(3600))
+            try await TestServer.with(server.install) { url in
+                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
+                try await storage.createTable()
+                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
+                let arguments = ["tokens", database.socket, url.absoluteString, "0", "500"]
+                server.holdRefreshes()
+                let holder = try await FleetWorker(arguments)
+                for await _ in server.heldRefreshes { break }
+                var outputs: [String] = []
+                for waiter in try await FleetWorker.start(3, arguments) { outputs.append(await waiter.output()) }
+                server.answerHeldRefreshes()
+                let held = await holder.output()
+                #expect(held.hasPrefix("answered 1 failed 0"), "\(held)")
+                for output in outputs {
+                    #expect(output.hasPrefix("answered 0 failed 1"), "\(output)")
+                    #expect(output.contains("ran out after 0.5 seconds (lockWait: 0.5 seconds)"), "\(output)")
+                    #expect(!output.contains("25P02"), "\(output)")
+                }
+                #expect(server.refreshes == 1)
+                #expect(server.reuses == 0)
             }
         }
     }
@@ -117,6 +191,19 @@ struct PostgresFleetTests {
 
     /// Returns once a session waits for an advisory lock. PostgreSQL sends no signal for it, so
     /// `pg_locks` is read every 20 ms.
+    /// Returns once `count` sessions have waited for an advisory lock for at least `interval`
+    /// (PostgreSQL's interval syntax), by the database's own record of when each began.
+    static func untilWaitersQueueForTheLock(_ postgres: PostgresClient, count: Int, waitingAtLeast interval: String) async throws {
+        while true {
+            let rows = try await postgres.query(PostgresQuery(unsafeSQL: """
+                SELECT count(*)::int FROM pg_locks
+                WHERE locktype = 'advisory' AND NOT granted AND waitstart < now() - interval '\(interval)'
+                """))
+            for try await waiting in rows.decode(Int.self) where waiting >= count { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     static func untilAWaiterQueuesForTheLock(_ postgres: PostgresClient) async throws {
         while true {
             let rows = try await postgres.query("SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
