@@ -179,14 +179,8 @@ public final class Client: Sendable {
     }
 
     private static func pinningConflict(_ pinning: CertificatePinning?, transport: (any Transport)?) -> TrellisError? {
-        guard let pinning, let transport else { return nil }
-        let transportPins: CertificatePinning?
-        switch transport {
-        case let transport as AsyncHTTPClientTransport: transportPins = transport.pinning
-        case let transport as URLSessionTransport: transportPins = transport.pinning
-        default: return nil  // a transport of your own checks (or mocks) what it will
-        }
-        guard transportPins != pinning else { return nil }
+        // A transport of your own checks (or mocks) what it will.
+        guard let pinning, let transport, transport.checksPins, transport.pinning != pinning else { return nil }
         return TrellisError.invalidRequest(InvalidRequest(
             .url,
             "the client's pins are not the transport's: make the transport with the same pinning, or pass no transport"

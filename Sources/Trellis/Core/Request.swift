@@ -145,7 +145,7 @@ public struct Request: Sendable {
     /// Whether sending this request a second time cannot do harm: its method is idempotent and
     /// its body can be sent again. Retries, hedges and the replay of a stale connection ask.
     var canBeSentAgain: Bool {
-        RetryPolicy.isIdempotent(method) && (body?.isReplayable ?? true)
+        method.isIdempotent && (body?.isReplayable ?? true)
     }
 
     /// `scheme://host:port` with the port spelled out, so `https://a` and `https://a:443`
@@ -279,5 +279,17 @@ struct RequestTarget {
         if path.isEmpty { path = "/" }
         if let query = url.query(percentEncoded: true) { path += "?" + query }
         self.pathAndQuery = path
+    }
+}
+
+extension HTTPRequest.Method {
+    /// Whether a request of this method may be sent twice with the same effect (RFC 9110
+    /// section 9.2.2), which every retry, hedge and resend asks.
+    var isIdempotent: Bool {
+        // A switch, not `contains` on an array literal: every call asks, some twice.
+        switch self {
+        case .get, .head, .put, .delete, .options, .trace, .query: true
+        default: false
+        }
     }
 }

@@ -90,11 +90,7 @@ public struct RetryPolicy: Sendable {
 
     /// Whether `method` may be sent twice with the same effect (RFC 9110 section 9.2.2).
     public static func isIdempotent(_ method: HTTPRequest.Method) -> Bool {
-        // A switch, not `contains` on an array literal: every call asks, some twice.
-        switch method {
-        case .get, .head, .put, .delete, .options, .trace, .query: true
-        default: false
-        }
+        method.isIdempotent
     }
 
     /// Whether `request` may be sent again at all, whatever went wrong, with the count

@@ -43,6 +43,14 @@ public protocol Transport: Sendable {
     /// name in the URL. The default is the URL's host alone, for a transport that connects
     /// where the URL says; a transport that routes elsewhere says where.
     func hostsReached(by request: Request) -> [String]
+
+    /// Whether the transport checks certificate pins itself, so that a client can tell when
+    /// its own pins (``Client/pinning``) are not the ones the transport checks; `false` unless
+    /// the transport says otherwise (a transport of your own checks, or mocks, what it will).
+    var checksPins: Bool { get }
+
+    /// The pins the transport checks, when ``checksPins`` is `true`; `nil` for none.
+    var pinning: CertificatePinning? { get }
 }
 
 extension Transport {
@@ -51,6 +59,10 @@ extension Transport {
     public var cancelsCalledOffExchanges: Bool { false }
 
     public func hostsReached(by request: Request) -> [String] { [request.server.host] }
+
+    public var checksPins: Bool { false }
+
+    public var pinning: CertificatePinning? { nil }
 }
 
 /// The transports Trellis ships, and the one it picks for you.

@@ -44,6 +44,8 @@ public final class AsyncHTTPClientTransport: Transport {
     let isShuttingDown = ManagedAtomic(false)
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
+    /// `true`: the transport checks ``pinning`` on its connections, none when it is `nil`.
+    public var checksPins: Bool { true }
     /// Where a request to a host that is not pinned goes: ``httpClient``.
     private let defaultRoute: Route
     /// One client per pinned host pattern, in the order of `pinning.hosts`: a connection

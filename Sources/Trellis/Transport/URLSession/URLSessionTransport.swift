@@ -27,6 +27,8 @@ public final class URLSessionTransport: Transport {
     private let headDeadlines = DeadlineTimer<URLSessionExchange> { $0.headTimedOut() }
     /// The pins this transport checks, if any.
     public let pinning: CertificatePinning?
+    /// `true`: the transport checks ``pinning`` on its connections, none when it is `nil`.
+    public var checksPins: Bool { true }
 
     /// A transport with its own session made from `configuration`, checking `pinning`.
     ///
