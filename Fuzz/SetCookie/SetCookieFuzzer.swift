@@ -39,7 +39,7 @@ public func fuzzSetCookie(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
         let jar = CookieJar()
         jar.add(cookie)
         if let scope = try? CookieScope(url: URL(string: "https://\(origin.host)\(cookie.path)") ?? URL(string: "https://\(origin.host)/")!),
-            let header = jar.cookieHeader(for: scope)
+            let header = jar.cookieHeader(for: scope, at: Date())
         {
             check(!header.contains("\r") && !header.contains("\n"), "\(field): a line break in \(header)")
         }

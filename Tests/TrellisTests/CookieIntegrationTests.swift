@@ -5,6 +5,7 @@ import NIOCore
 import NIOSSL
 import Testing
 @testable import Trellis
+import TrellisTesting
 
 /// Routes that set cookies and report the `Cookie` field each request carried.
 private enum CookieRoutes {
@@ -124,6 +125,31 @@ struct CookieIntegrationTests {
     /// domain, never to the suffix, where every other site under it would receive the cookie.
     /// The host names reach the test server through AsyncHTTPClient's DNS override; the check is
     /// the cookie stage's, the same over every transport.
+    /// A cookie's `Max-Age` runs on the client's clock, as the cache's ages do: a client on a
+    /// `ManualClock` sends `theme` (an hour) until the clock passes the hour, however long the
+    /// test takes, and the session cookie (no expiry) after it.
+    @Test func aCookiesLifetimeRunsOnTheClientsClock() async throws {
+        try await TestServer.with(CookieRoutes.install) { url in
+            let clock = ManualClock()
+            let client = Client(baseURL: url) {
+                $0.cookies = CookieJar()
+                $0.clock = clock
+            }
+            func echoed() async throws -> String {
+                let response = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "jar/prefs/echo")))
+                return String(decoding: response.body, as: UTF8.self)
+            }
+            _ = try await client.data(for: Trellis.Request(method: .get, url: url.appending(path: "jar/login")))
+            #expect(try await echoed().contains("theme=dark"))
+            clock.advance(by: .seconds(3599))
+            #expect(try await echoed().contains("theme=dark"))
+            clock.advance(by: .seconds(2))
+            let after = try await echoed()
+            #expect(!after.contains("theme=dark"), "\(after)")
+            #expect(after.contains("session=abc123"), "\(after)")
+        }
+    }
+
     @Test func aCookieForAPublicSuffixIsRefusedFromAHostUnderIt() async throws {
         try await TestServer.with(CookieRoutes.install) { url in
             let port = try #require(url.port)

@@ -62,12 +62,13 @@ public final class CookieJar: Sendable {
     /// The cookies a request to `url` would carry, in the order it would send them.
     public func cookies(for url: URL) -> [Cookie] {
         guard let scope = try? CookieScope(url: url) else { return [] }
-        return matching(scope)
+        return matching(scope, at: Date())
     }
 
     /// Adds `cookie`, replacing one of the same name, domain and path.
     public func add(_ cookie: Cookie) {
-        change { cookies in Self.insert(cookie, into: &cookies) }
+        let now = Date()
+        change { cookies in Self.insert(cookie, into: &cookies, at: now) }
     }
 
     /// Stores the cookie of one `Set-Cookie` field value as if a response from `url` had
@@ -79,7 +80,7 @@ public final class CookieJar: Sendable {
     @discardableResult
     public func add(setCookie field: String, from url: URL) -> Bool {
         guard let scope = try? CookieScope(url: url) else { return false }
-        return store([field], from: scope).isEmpty
+        return store([field], from: scope, at: Date()).isEmpty
     }
 
     /// Removes every cookie.
@@ -87,20 +88,20 @@ public final class CookieJar: Sendable {
         change { $0.removeAll() }
     }
 
-    // MARK: For the pipeline
+    // MARK: For the pipeline, at the time of the client's clock
 
-    /// The `Cookie` field value for a request in `scope`, or `nil` when no cookie matches.
-    func cookieHeader(for scope: CookieScope) -> String? {
-        let matched = matching(scope)
+    /// The `Cookie` field value for a request in `scope` at `now`, or `nil` when no cookie
+    /// matches.
+    func cookieHeader(for scope: CookieScope, at now: Date) -> String? {
+        let matched = matching(scope, at: now)
         guard !matched.isEmpty else { return nil }
         return matched.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
     }
 
-    /// Stores the cookies of a response's `Set-Cookie` fields, and returns why any were
-    /// refused.
+    /// Stores the cookies of a response's `Set-Cookie` fields received at `now` (their
+    /// `Max-Age` counts from then), and returns why any were refused.
     @discardableResult
-    func store(_ fields: [String], from scope: CookieScope) -> [String] {
-        let now = Date()
+    func store(_ fields: [String], from scope: CookieScope, at now: Date) -> [String] {
         var refusals: [String] = []
         var accepted: [Cookie] = []
         for field in fields {
@@ -118,7 +119,7 @@ public final class CookieJar: Sendable {
                         // Max-Age=0 or a past Expires: the server deletes the cookie.
                         cookies.removeAll { $0.key == cookie.key }
                     } else {
-                        Self.insert(cookie, into: &cookies)
+                        Self.insert(cookie, into: &cookies, at: now)
                     }
                 }
             }
@@ -141,8 +142,7 @@ public final class CookieJar: Sendable {
         }
     }
 
-    private func matching(_ scope: CookieScope) -> [Cookie] {
-        let now = Date()
+    private func matching(_ scope: CookieScope, at now: Date) -> [Cookie] {
         let matched = state.withLockedValue { state in
             state.cookies.enumerated().filter { !$0.element.isExpired(at: now) && $0.element.matches(host: scope.origin.host, path: scope.origin.path, secure: scope.origin.secure) }
         }
@@ -155,14 +155,13 @@ public final class CookieJar: Sendable {
         }.map(\.element)
     }
 
-    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie]) {
+    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], at now: Date) {
         var cookie = cookie
         if let index = cookies.firstIndex(where: { $0.key == cookie.key }) {
             cookie.createdAt = cookies[index].createdAt
             cookies.remove(at: index)
         }
         cookies.append(cookie)
-        let now = Date()
         cookies.removeAll { $0.isExpired(at: now) }
         // The oldest go first: a cookie appended last is the most recently set.
         let sameDomain = cookies.indices.filter { cookies[$0].domain == cookie.domain }

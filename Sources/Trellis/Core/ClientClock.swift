@@ -1,7 +1,8 @@
 public import Foundation
 
 /// The time a client reads and waits on: retries' waits, the circuit breaker's cool-down, the
-/// shared pause, the concurrency limit's longest wait, hedging's delay and the cache's ages.
+/// shared pause, the concurrency limit's longest wait, hedging's delay, the cache's ages and
+/// its cookies' lifetimes.
 ///
 /// A client has one, ``Client/Configuration-swift.struct/clock`` (``SystemClock`` unless you
 /// set it). A test gives `TrellisTesting`'s `ManualClock` instead, and drives a breaker through

@@ -10,12 +10,15 @@ import Logging
 struct CookieStage: Stage {
     let jar: CookieJar
     let logger: Logger
+    /// The client's clock: a cookie's `Max-Age` and `Expires` are read on it, as the cache's
+    /// ages are.
+    let clock: any ClientClock
 
     // The scope is worked out only when there is something to match or store: most hops have
     // neither.
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         var request = request
-        if !jar.isEmpty, let header = jar.cookieHeader(for: CookieScope(request: request)) {
+        if !jar.isEmpty, let header = jar.cookieHeader(for: CookieScope(request: request), at: clock.now) {
             let existing = request.headerFields[.cookie]
             request.headerFields[.cookie] = existing.map { $0 + "; " + header } ?? header
         }
@@ -26,7 +29,7 @@ struct CookieStage: Stage {
         guard response.headerFields.contains(.setCookie) else { return response }
         let setCookies = response.headerFields[values: .setCookie]
         if !setCookies.isEmpty {
-            for refusal in jar.store(setCookies, from: CookieScope(request: request)) {
+            for refusal in jar.store(setCookies, from: CookieScope(request: request), at: clock.now) {
                 logger.debug("\(RequestLog.summary(request)): a cookie was refused: \(refusal)")
             }
         }

@@ -100,7 +100,7 @@ final class Pipeline: Sendable {
         stages.append(AccessTokenStage(authorizer: settings.authorizer, client: settings.client))
         stages.append(DefaultHeadersStage(defaultHeaders: configuration.defaultHeaders))
         if let jar = configuration.cookies {
-            stages.append(CookieStage(jar: jar, logger: configuration.logger))
+            stages.append(CookieStage(jar: jar, logger: configuration.logger, clock: clock))
         }
         stages.append(CompressionStage(settings: configuration.compression))
         // After every stage that adds to the request, so that calls share an exchange only
