@@ -89,30 +89,44 @@ struct PostgresFleetTests {
         }
     }
 
+    /// A database whose stored token has expired, an authorization server that rotates refresh
+    /// tokens and holds every refresh, and a worker started with `arguments` (the `tokens` mode
+    /// and `extra`) whose refresh the server now holds, so that it holds the fleet's lock: runs
+    /// `body` with them.
+    private static func withAHeldRefresh(
+        lifetime: Duration = .seconds(3600),
+        _ extra: [String] = [],
+        _ body: (_ server: RotatingTokenServer, _ holder: FleetWorker, _ arguments: [String], _ postgres: PostgresClient) async throws -> Void
+    ) async throws {
+        try await PostgresServer.withDatabase { database, postgres in
+            let server = RotatingTokenServer(lifetime: lifetime)
+            try await TestServer.with(server.install) { url in
+                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
+                try await storage.createTable()
+                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
+                let arguments = ["tokens", database.socket, url.absoluteString, "0"] + extra
+                server.holdRefreshes()
+                let holder = try await FleetWorker(arguments)
+                for await _ in server.heldRefreshes { break }
+                try await body(server, holder, arguments, postgres)
+            }
+        }
+    }
+
     /// The authorization server holds the refresh of the process that took the lock; the
     /// other processes wait for it as long as their calls allow (not a fixed wait), and are
     /// still waiting well past the bound the next test sets: once it answers, every process's
     /// call succeeds with the one new token, and no refresh token is used twice.
     @Test func waitingProcessesWaitForTheHoldersRefreshAsLongAsTheirCallsAllow() async throws {
-        try await PostgresServer.withDatabase { database, postgres in
-            let server = RotatingTokenServer(lifetime: .seconds(3600))
-            try await TestServer.with(server.install) { url in
-                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
-                try await storage.createTable()
-                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
-                let arguments = ["tokens", database.socket, url.absoluteString, "0"]
-                server.holdRefreshes()
-                let holder = try await FleetWorker(arguments)
-                for await _ in server.heldRefreshes { break }
-                let waiters = try await FleetWorker.start(3, arguments)
-                try await Self.untilWaitersQueueForTheLock(postgres, count: 3, waitingAtLeast: "2 seconds")
-                server.answerHeldRefreshes()
-                var outputs = [await holder.output()]
-                for waiter in waiters { outputs.append(await waiter.output()) }
-                #expect(outputs.allSatisfy { $0.hasPrefix("answered 1 failed 0") }, "\(outputs)")
-                #expect(server.refreshes == 1)
-                #expect(server.reuses == 0)
-            }
+        try await Self.withAHeldRefresh { server, holder, arguments, postgres in
+            let waiters = try await FleetWorker.start(3, arguments)
+            try await Self.untilWaitersQueueForTheLock(postgres, count: 3, waitingAtLeast: "2 seconds")
+            server.answerHeldRefreshes()
+            var outputs = [await holder.output()]
+            for waiter in waiters { outputs.append(await waiter.output()) }
+            #expect(outputs.allSatisfy { $0.hasPrefix("answered 1 failed 0") }, "\(outputs)")
+            #expect(server.refreshes == 1)
+            #expect(server.reuses == 0)
         }
     }
 
@@ -120,29 +134,19 @@ struct PostgresFleetTests {
     /// gives up, and its call fails naming that wait and the setting: not the `25P02` of the
     /// statement after it. The holder's refresh goes on, and is the only one.
     @Test func aWaitBoundedByLockWaitEndsNamingIt() async throws {
-        try await PostgresServer.withDatabase { database, postgres in
-            let server = RotatingTokenServer(lifetime: .seconds(3600))
-            try await TestServer.with(server.install) { url in
-                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
-                try await storage.createTable()
-                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
-                let arguments = ["tokens", database.socket, url.absoluteString, "0", "500"]
-                server.holdRefreshes()
-                let holder = try await FleetWorker(arguments)
-                for await _ in server.heldRefreshes { break }
-                var outputs: [String] = []
-                for waiter in try await FleetWorker.start(3, arguments) { outputs.append(await waiter.output()) }
-                server.answerHeldRefreshes()
-                let held = await holder.output()
-                #expect(held.hasPrefix("answered 1 failed 0"), "\(held)")
-                for output in outputs {
-                    #expect(output.hasPrefix("answered 0 failed 1"), "\(output)")
-                    #expect(output.contains("ran out after 0.5 seconds (lockWait: 0.5 seconds)"), "\(output)")
-                    #expect(!output.contains("25P02"), "\(output)")
-                }
-                #expect(server.refreshes == 1)
-                #expect(server.reuses == 0)
+        try await Self.withAHeldRefresh(["500"]) { server, holder, arguments, _ in
+            var outputs: [String] = []
+            for waiter in try await FleetWorker.start(3, arguments) { outputs.append(await waiter.output()) }
+            server.answerHeldRefreshes()
+            let held = await holder.output()
+            #expect(held.hasPrefix("answered 1 failed 0"), "\(held)")
+            for output in outputs {
+                #expect(output.hasPrefix("answered 0 failed 1"), "\(output)")
+                #expect(output.contains("ran out after 0.5 seconds (lockWait: 0.5 seconds)"), "\(output)")
+                #expect(!output.contains("25P02"), "\(output)")
             }
+            #expect(server.refreshes == 1)
+            #expect(server.reuses == 0)
         }
     }
 
@@ -150,26 +154,16 @@ struct PostgresFleetTests {
     /// holds its refresh: PostgreSQL ends its session and releases the lock, and the process
     /// that was waiting refreshes and answers.
     @Test func aKilledRefresherReleasesTheLock() async throws {
-        try await PostgresServer.withDatabase { database, postgres in
-            let server = RotatingTokenServer(lifetime: .seconds(60))
-            try await TestServer.with(server.install) { url in
-                let storage = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)
-                try await storage.createTable()
-                try await storage.store(PostgresAccessTokenTests.expiredLogin(server), for: AccessTokenRequirement.defaultLabel)
-                let arguments = ["tokens", database.socket, url.absoluteString, "0"]
-                server.holdRefreshes()
-                let holder = try await FleetWorker(arguments)
-                for await _ in server.heldRefreshes { break }
-                let waiter = try await FleetWorker(arguments)
-                try await Self.untilAWaiterQueuesForTheLock(postgres)
-                server.answerRefreshes()
-                await holder.kill()
-                let output = await waiter.output()
-                server.releaseHeldRefreshes()
-                #expect(output.hasPrefix("answered 1 failed 0"), "\(output)")
-                #expect(server.refreshes == 1)
-                #expect(server.reuses == 0)
-            }
+        try await Self.withAHeldRefresh(lifetime: .seconds(60)) { server, holder, arguments, postgres in
+            let waiter = try await FleetWorker(arguments)
+            try await Self.untilAWaiterQueuesForTheLock(postgres)
+            server.answerRefreshes()
+            await holder.kill()
+            let output = await waiter.output()
+            server.releaseHeldRefreshes()
+            #expect(output.hasPrefix("answered 1 failed 0"), "\(output)")
+            #expect(server.refreshes == 1)
+            #expect(server.reuses == 0)
         }
     }
 
