@@ -63,9 +63,10 @@ public final class HTTPCache: Sendable {
     }
 
     /// A cache in `storage`, a place you provide (a database a fleet of processes shares; see
-    /// ``HTTPCacheStorage``). A call's operations on it (a lookup, a store, the lock of a
-    /// storage a fleet shares) have `timeLimit` together; one that fails, or runs past what is
-    /// left of it, is a miss, and `logger` says so. The storage bounds its own size.
+    /// ``HTTPCacheStorage``). A call's lookups and store on it have `timeLimit` together; one
+    /// that fails, or runs past what is left of it, is a miss, and `logger` says so. Once a
+    /// call has spent the limit, it takes no lock of a storage a fleet shares (whose wait the
+    /// storage bounds itself) and stores nothing. The storage bounds its own size.
     public init(
         storage: any HTTPCacheStorage,
         maximumEntrySize: Int = 4 << 20,

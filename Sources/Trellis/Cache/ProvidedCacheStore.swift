@@ -8,9 +8,10 @@ import NIOCore
 ///
 /// A call's part in the cache is several operations (a lookup, the fleet's lock, a second
 /// lookup under it, a store): each held to the limit alone, a database that does not answer
-/// cost a cached call four limits. The cache stage gives each call one ``CallTime``; every
-/// operation spends from it, and once it is spent the call's other operations are passed over
-/// at once (a miss, no lock, nothing stored).
+/// cost a cached call four limits. The cache stage gives each call one ``CallTime``; each
+/// lookup and store spends from it (the lock's wait is the storage's own to bound), and once it
+/// is spent the call's other operations are passed over at once (a miss, no lock, nothing
+/// stored).
 struct ProvidedCacheStore: CacheStore {
     let storage: any HTTPCacheStorage
     let timeLimit: Duration
