@@ -152,10 +152,10 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                 guard whenDatabaseFails == .continueInProcess else {
                     throw AccessTokenStorageError(
                         location: "PostgreSQL table \(table)",
-                        reason: "the fleet's lock on refreshing \(label) could not be taken (\(first)), and the token is not refreshed without it (whenDatabaseFails: .refuseCalls)"
+                        reason: "refreshing \(label) under the fleet's lock failed (\(first)), and the token is not refreshed without it (whenDatabaseFails: .refuseCalls)"
                     )
                 }
-                logger.warning("[Trellis] the fleet's lock on refreshing the access token of \(label) could not be taken (\(first)); this process refreshes alone")
+                logger.warning("[Trellis] refreshing the access token of \(label) under the fleet's lock failed (\(first)); this process refreshes alone")
                 let token = try await refresh(tokens.withLockedValue { $0[label] })
                 tokens.withLockedValue { $0[label] = token }
                 return token
@@ -165,14 +165,14 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
 
     /// Runs `body` with the token stored under `label`, in a transaction that holds the
     /// label's advisory lock, and stores what it returns when that differs. The connection and
-    /// each statement are held to ``timeLimit``; the wait for the lock to ``wait(for:)`` (the
+    /// each statement are held to ``timeLimit``; the wait for the lock to ``lockWait(until:)`` (the
     /// server's `lock_timeout`) and ``timeLimit`` beside it; `body` (the refresh) to the
     /// client's own timeouts.
     private func underLock(
         _ label: String,
         _ body: @escaping @Sendable (AccessToken?) async throws -> AccessToken
     ) async throws -> AccessToken {
-        let (wait, setting) = wait(for: CallDeadline.current)
+        let (wait, setting) = lockWait(until: CallDeadline.current)
         return try await StatementTimeLimits.run(first: "connection", limit: timeLimit) { limits in
             try await self.client.withTransaction(logger: self.logger) { connection in
                 try limits.next("lock on \(label)", limit: wait + self.timeLimit, setting: "\(setting), and timeLimit: \(self.timeLimit)")
@@ -192,7 +192,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
     /// How long a refresh waits for the lock while another process holds it, and the setting
     /// that says so: what is left of the call's attempt (`deadline`), bounded by ``lockWait``
     /// when it is set; 30 seconds when neither is.
-    func wait(for deadline: ContinuousClock.Instant?) -> (Duration, String) {
+    private func lockWait(until deadline: ContinuousClock.Instant?) -> (Duration, String) {
         let left = deadline.map { max(.milliseconds(1), ContinuousClock.now.duration(to: $0)) }
         switch (left, lockWait) {
         case (let left?, let bound?) where bound < left: return (bound, "lockWait: \(bound)")
