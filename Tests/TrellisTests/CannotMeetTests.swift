@@ -85,7 +85,7 @@ struct CannotMeetTests {
             let client: Client
             switch addition {
             case .callMiddlewareField: client = base.adding(middlewares: [CallIdentifier()])
-            case .hopMiddlewareField: client = base.adding(middlewares: [HopField()])
+            case .hopMiddlewareField: client = base.adding(middlewares: [FeaturePairTests.TenantHeader(scope: .hop)])
             case .apiKeyInQuery: client = base.adding(middlewares: [try APIKey(.query("key"), "k")])
             case .accessToken:
                 client = base
@@ -109,20 +109,6 @@ struct CannotMeetTests {
                 #expect(hop.reason == .circuitOpen)
                 #expect(elsewhere.requests.count == 1)
             }
-        }
-    }
-
-    /// Adds `X-Hop` on every hop.
-    private struct HopField: Middleware {
-        var scope: MiddlewareScope { .hop }
-
-        func intercept(
-            _ request: Request,
-            next: @Sendable (Request) async throws -> Response<ResponseBody>
-        ) async throws -> Response<ResponseBody> {
-            var request = request
-            request.headerFields[HTTPField.Name("X-Hop")!] = "on"
-            return try await next(request)
         }
     }
 

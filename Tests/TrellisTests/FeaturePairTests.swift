@@ -14,7 +14,7 @@ struct FeaturePairTests {
     @TaskLocal static var tenant = "none"
 
     /// Adds `X-Tenant` from the caller's task, in the scope it is given.
-    private struct TenantHeader: Middleware {
+    struct TenantHeader: Middleware {
         let scope: MiddlewareScope
 
         func intercept(

@@ -41,13 +41,18 @@ struct PlainHTTPRouteTests {
         #expect("\(invalid)".contains("would reach \(address)"), "\(invalid)")
     }
 
-    /// Each route, over each HTTP version the client may speak (plain HTTP is HTTP/1.1 either
-    /// way: the rule is judged before a connection is chosen).
-    @Test(arguments: Route.allCases, [Client.Configuration.HTTPVersionPreference.http1Only, .http2WhenOffered])
-    func aRouteOffLoopbackIsRefusedBeforeAByteLeaves(route: Route, version: Client.Configuration.HTTPVersionPreference) async throws {
+    /// Runs `body` with a trap off loopback (or `nil`, and an address that reaches nothing),
+    /// the address `route` leads to, a client refusing plain HTTP but on loopback whose `route`
+    /// leads there, and a request with a credential to `url` (its `PORT` the trap's).
+    private static func offLoopback(
+        _ route: Route,
+        url template: String,
+        version: Client.Configuration.HTTPVersionPreference = .http2WhenOffered,
+        _ body: (TrapServer?, String, Client, Trellis.Request) async throws -> Void
+    ) async throws {
         try await TrapServer.offLoopback { trap in
             let (address, port) = (trap?.address ?? Self.nowhere, trap?.port ?? 9)
-            let url = URL(string: "http://localhost:\(port)/orders")!
+            let url = URL(string: template.replacingOccurrences(of: "PORT", with: "\(port)"))!
             let client = Client(baseURL: url) {
                 $0.security.plainHTTP = .refusedExceptLoopback
                 $0.connectivity = route.connectivity(to: address, port: port)
@@ -55,6 +60,15 @@ struct PlainHTTPRouteTests {
             }
             var request = try Trellis.Request(method: .get, url: url)
             request.headerFields[.authorization] = "Bearer route-secret"
+            try await body(trap, address, client, request)
+        }
+    }
+
+    /// Each route, over each HTTP version the client may speak (plain HTTP is HTTP/1.1 either
+    /// way: the rule is judged before a connection is chosen).
+    @Test(arguments: Route.allCases, [Client.Configuration.HTTPVersionPreference.http1Only, .http2WhenOffered])
+    func aRouteOffLoopbackIsRefusedBeforeAByteLeaves(route: Route, version: Client.Configuration.HTTPVersionPreference) async throws {
+        try await Self.offLoopback(route, url: "http://localhost:PORT/orders", version: version) { trap, address, client, request in
             let error = await #expect(throws: TrellisError.self) { _ = try await client.data(for: request) }
             refusal(error, naming: address)
             #expect(trap?.connections ?? 0 == 0)
@@ -64,15 +78,7 @@ struct PlainHTTPRouteTests {
 
     @Test(arguments: Route.allCases)
     func aWebSocketRouteOffLoopbackIsRefusedBeforeAByteLeaves(route: Route) async throws {
-        try await TrapServer.offLoopback { trap in
-            let (address, port) = (trap?.address ?? Self.nowhere, trap?.port ?? 9)
-            let url = URL(string: "ws://localhost:\(port)/feed")!
-            let client = Client(baseURL: url) {
-                $0.security.plainHTTP = .refusedExceptLoopback
-                $0.connectivity = route.connectivity(to: address, port: port)
-            }
-            var request = try Trellis.Request(method: .get, url: url)
-            request.headerFields[.authorization] = "Bearer route-secret"
+        try await Self.offLoopback(route, url: "ws://localhost:PORT/feed") { trap, address, client, request in
             let error = await #expect(throws: TrellisError.self) { _ = try await client.webSocket(for: request) }
             refusal(error, naming: address)
             #expect(trap?.connections ?? 0 == 0)
