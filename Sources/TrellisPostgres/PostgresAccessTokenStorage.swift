@@ -47,7 +47,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
     /// refresh rather than refresh without the fleet's lock, as an authorization server that
     /// rotates refresh tokens requires; `.continueInProcess` refreshes in this process alone
     /// and keeps the token in memory until the database answers again.
-    public let whenDatabaseFails: SharedStateFailure
+    public let whenStorageFails: SharedStateFailure
     private let logger: Logger
     private let tokens = NIOLockedValueBox<[String: AccessToken]>([:])
 
@@ -60,7 +60,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
         table: String = "trellis_access_tokens",
         timeLimit: Duration = .seconds(2),
         lockWait: Duration? = nil,
-        whenDatabaseFails: SharedStateFailure = .refuseCalls,
+        whenStorageFails: SharedStateFailure = .refuseCalls,
         logger: Logger = Logger(label: "trellis.postgres")
     ) {
         precondition(PostgresTableName.isPlainIdentifier(table), "PostgresAccessTokenStorage: \(table) is not a plain SQL identifier")
@@ -68,7 +68,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
         self.table = table
         self.timeLimit = timeLimit
         self.lockWait = lockWait
-        self.whenDatabaseFails = whenDatabaseFails
+        self.whenStorageFails = whenStorageFails
         self.logger = logger
     }
 
@@ -121,7 +121,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
         _ refresh: @escaping @Sendable (AccessToken?) async throws -> AccessToken
     ) async throws -> AccessToken {
         // The refresh's own errors go to the caller as they are; the database's are met as
-        // `whenDatabaseFails` says. A token the refresh returned is never thrown away: the
+        // `whenStorageFails` says. A token the refresh returned is never thrown away: the
         // authorization server may have spent the old refresh token on it.
         let refreshed = NIOLockedValueBox<Result<AccessToken, any Error>?>(nil)
         do {
@@ -149,10 +149,10 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                 // The transaction's first failure (a wait that ran out, a statement's limit, a
                 // lost connection), not a later statement's `25P02` that says only that.
                 let first = AdvisoryLock.firstFailure(of: error)
-                guard whenDatabaseFails == .continueInProcess else {
+                guard whenStorageFails == .continueInProcess else {
                     throw AccessTokenStorageError(
                         location: "PostgreSQL table \(table)",
-                        reason: "refreshing \(label) under the fleet's lock failed (\(first)), and the token is not refreshed without it (whenDatabaseFails: .refuseCalls)"
+                        reason: "refreshing \(label) under the fleet's lock failed (\(first)), and the token is not refreshed without it (whenStorageFails: .refuseCalls)"
                     )
                 }
                 logger.warning("[Trellis] refreshing the access token of \(label) under the fleet's lock failed (\(first)); this process refreshes alone")
@@ -240,7 +240,7 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
         } catch let error as AccessTokenStorageError {
             throw error
         } catch {
-            guard whenDatabaseFails == .continueInProcess else {
+            guard whenStorageFails == .continueInProcess else {
                 throw AccessTokenStorageError(location: "PostgreSQL table \(table)", reason: "could not \(what): \(error)")
             }
             logger.warning("[Trellis] could not \(what) in PostgreSQL (\(error)); this process goes on with the token it holds")

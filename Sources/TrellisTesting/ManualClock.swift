@@ -17,19 +17,21 @@ public import Trellis
 /// ```
 ///
 /// A task that sleeps on the clock waits until ``advance(by:)`` passes its time;
-/// ``sleepers(reaching:)`` tells the test when the code under test has started waiting. Made
+/// ``sleepers(reaching:longerThan:)`` tells the test when the code under test has started waiting. Made
 /// with `advancesWhenSleeping`, the clock moves itself by each sleep instead, which returns at
 /// once: retries' backoff goes by without any test code. Either way, ``sleeps`` lists every
 /// wait asked for.
 public final class ManualClock: ClientClock {
     private struct Sleeper {
         let id: Int
+        let duration: Duration
         let deadline: Duration
         let continuation: CheckedContinuation<Void, any Error>
     }
 
     private struct Watcher {
         let count: Int
+        let longerThan: Duration
         let continuation: CheckedContinuation<Void, Never>
     }
 
@@ -79,7 +81,7 @@ public final class ManualClock: ClientClock {
                 let (due, watchers) = state.withLockedValue { state -> (Bool, [Watcher]) in
                     let deadline = state.elapsed + max(.zero, duration)
                     guard deadline > state.elapsed else { return (true, []) }
-                    state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
+                    state.sleepers.append(Sleeper(id: id, duration: duration, deadline: deadline, continuation: continuation))
                     return (false, Self.takeWatchers(&state))
                 }
                 if due { continuation.resume() }
@@ -107,13 +109,18 @@ public final class ManualClock: ClientClock {
         for sleeper in due { sleeper.continuation.resume() }
     }
 
-    /// Returns once at least `count` tasks are sleeping on the clock: the sign that the code
-    /// under test has reached its wait, so that moving the clock now ends it.
-    public func sleepers(reaching count: Int) async {
+    /// Returns once at least `count` tasks are sleeping on the clock for longer than
+    /// `longerThan`: the sign that the code under test has reached its wait, so that moving the
+    /// clock now ends it.
+    ///
+    /// A client that shares state through a storage also sleeps on its clock while each
+    /// operation on the storage is under way (the operation's time limit, which moving the
+    /// clock ends too): pass that limit as `longerThan` to wait for the other waits only.
+    public func sleepers(reaching count: Int, longerThan: Duration = .zero) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ready = state.withLockedValue { state in
-                guard state.sleepers.count < count else { return true }
-                state.watchers.append(Watcher(count: count, continuation: continuation))
+                guard Self.count(state.sleepers, longerThan: longerThan) < count else { return true }
+                state.watchers.append(Watcher(count: count, longerThan: longerThan, continuation: continuation))
                 return false
             }
             if ready { continuation.resume() }
@@ -122,10 +129,15 @@ public final class ManualClock: ClientClock {
 
     /// The watchers whose count the sleepers now reach, taken out of `state`.
     private static func takeWatchers(_ state: inout State) -> [Watcher] {
-        let count = state.sleepers.count
-        let ready = state.watchers.filter { $0.count <= count }
-        state.watchers.removeAll { $0.count <= count }
+        let sleepers = state.sleepers
+        let isReady = { (watcher: Watcher) in watcher.count <= count(sleepers, longerThan: watcher.longerThan) }
+        let ready = state.watchers.filter(isReady)
+        state.watchers.removeAll(where: isReady)
         return ready
+    }
+
+    private static func count(_ sleepers: [Sleeper], longerThan minimum: Duration) -> Int {
+        minimum == .zero ? sleepers.count : sleepers.reduce(0) { $0 + ($1.duration > minimum ? 1 : 0) }
     }
 
     private static func seconds(_ duration: Duration) -> TimeInterval {

@@ -75,8 +75,8 @@ if arguments.count == 4, arguments[1] == "create-tables" {
     await withTaskGroup(of: Void.self) { group in
         group.addTask { await postgres.run() }
         do {
-            try await PostgresRateLimitStore(client: postgres).createTable()
-            try await PostgresPauseStore(client: postgres).createTable()
+            try await PostgresRateLimitStorage(client: postgres).createTable()
+            try await PostgresPauseStorage(client: postgres).createTable()
             try await PostgresAccessTokenStorage(client: postgres).createTable()
             try await PostgresHTTPCacheStorage(client: postgres).createTable()
             print("created")
@@ -107,11 +107,11 @@ var request = try Request(method: .get, url: url.appending(path: "me"))
 switch arguments[1] {
 case "rate-limit" where arguments.count == 7:
     guard let quota = Int(arguments[5]), let batch = Int(arguments[6]) else { exit(2) }
-    let store = PostgresRateLimitStore(client: postgres)
+    let store = PostgresRateLimitStorage(client: postgres)
     client = Client(baseURL: url) {
         $0.resilience.rateLimit = RateLimit(
             requests: quota, per: .seconds(1), maximumWait: .seconds(60),
-            sharing: RateLimitSharing(store: store, batch: batch, timeLimit: storeLimit, whenStoreFails: .refuseCalls)
+            sharing: RateLimitSharing(storage: store, batch: batch, timeLimit: storeLimit, whenStorageFails: .refuseCalls)
         )
     }
     more = { $0 < count }

@@ -239,10 +239,9 @@ struct ResilienceTests {
     /// at the end.
     @Test func theConcurrencyLimitLosesNoWakeUpWhilePlacesAreFreedAndWaitersGiveUp() async throws {
         let limit = ConcurrencyLimit(maximumInFlight: 3, maximumWait: .seconds(3600))
-        var policies = Client.Configuration.Resilience()
-        policies.concurrencyLimit = limit
-        let origins = try #require(OriginRecords(policies, clock: SystemClock()))
-        let stage = ConcurrencyLimitStage(origins: origins, limit: limit, clock: SystemClock())
+        let context = PolicyContext()
+        let origins = context.origins
+        let stage = ConcurrencyLimitStage(limit, context: context)
         let inFlight = NIOLockedValueBox((now: 0, most: 0))
         let next = Pipeline.Next(pipeline: Pipeline(stages: [], transport: MockTransport()), from: 0) { _, _ in
             inFlight.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
@@ -266,7 +265,7 @@ struct ResilienceTests {
         #expect(answered + cancelled == 200)
         #expect(answered >= 160)
         #expect(inFlight.withLockedValue { $0.most } <= 3)
-        let (stillInFlight, stillWaiting) = origins.record(for: request.origin).slots { ($0.inFlight, $0.waiters.count) }
+        let (stillInFlight, stillWaiting) = origins.record(for: request.origin).withState(OriginStateKey<ConcurrencySlots>(limit)) { ($0.inFlight, $0.waiters.count) }
         #expect(stillInFlight == 0 && stillWaiting == 0)
     }
 
@@ -566,27 +565,24 @@ struct ResilienceTests {
 
     // MARK: Origin records
 
-    /// The policies' one record per origin: none is kept when no policy needs one, a client
-    /// that calls endless origins keeps at most the table's capacity, and an origin whose
-    /// circuit is open is not forgotten to make room.
+    /// The policies' one record per origin: a client that calls endless origins keeps at most
+    /// the table's capacity, and an origin whose circuit is open, or whose budget is not full,
+    /// is not forgotten to make room.
     @Test func theOriginRecordsForgetIdleOriginsFirst() throws {
-        #expect(OriginRecords(Client.Configuration.Resilience(), clock: SystemClock()) == nil)
         let breaker = CircuitBreaker(opensAfter: .consecutiveFailures(1), coolDown: .seconds(60))
-        var policies = Client.Configuration.Resilience()
-        policies.circuitBreaker = breaker
-        policies.retryBudget = RetryBudget()
+        let circuit = OriginStateKey<CircuitState>(breaker)
         let clock = ManualClock()
-        let origins = try #require(OriginRecords(policies, clock: clock))
+        let origins = OriginRecords(clock: clock)
         let open = origins.record(for: "https://open.test")
-        let change = open.circuit { $0.record(failed: true, probe: false, clock: clock, breaker) }
+        let change = open.withState(circuit) { $0.record(failed: true, probe: false, clock: clock, breaker) }
         #expect(change != nil)
         let busy = origins.record(for: "https://busy.test")
-        busy.budget { $0.recordFailure() }
+        busy.withState(OriginStateKey<RetryTokens>(RetryBudget())) { $0.recordFailure() }
         for number in 0..<(OriginRecords.capacity * 3) { _ = origins.record(for: "https://\(number).test") }
         #expect(origins.count <= OriginRecords.capacity)
         #expect(origins.record(for: "https://open.test") === open)
         #expect(origins.record(for: "https://busy.test") === busy)
-        #expect(origins.record(for: "https://open.test").circuit { $0.phase } != .closed)
+        #expect(origins.record(for: "https://open.test").withState(circuit) { $0.phase } != .closed)
     }
 
     // MARK: Coalescing
@@ -692,7 +688,7 @@ struct ResilienceTests {
 extension SharedBackoff {
     /// The pause `head` asks for at 2027-01-15 08:00 UTC, by the pause's own rule.
     fileprivate func pause(askedBy head: HTTPResponse) -> Duration? {
-        pause(askedBy: head, failures: failures(clientWide: nil), now: Date(timeIntervalSince1970: 1_800_000_000))
+        pause(askedBy: head, failures: PolicyContext().failures(of: self)!, now: Date(timeIntervalSince1970: 1_800_000_000))
     }
 }
 

@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import Testing
 @testable import Trellis
 
-/// A circuit breaker whose openings are shared through a ``SharedPauseStore`` by several
+/// A circuit breaker whose openings are shared through a ``SharedPauseStorage`` by several
 /// clients, each standing for a process of a fleet, against a real in-process server.
 @Suite("Circuit openings shared through a store", .hangGuard)
 struct SharedCircuitTests {
@@ -28,8 +28,8 @@ struct SharedCircuitTests {
     @Test(arguments: TransportKind.allCases)
     func aCircuitOneClientOpenedRefusesTheOthersCalls(_ kind: TransportKind) async throws {
         try await Self.withServer { server in
-            let store = SharedPauseTests.MemoryPauseStore()
-            let sharing = PauseSharing(store: store, readEvery: .zero)
+            let store = SharedPauseTests.MemoryPauseStorage()
+            let sharing = PauseSharing(storage: store, readEvery: .zero)
             let opened = Self.client(server.url, sharing, kind: kind)
             let other = Self.client(server.url, sharing, kind: kind)
             let alone = Self.client(server.url, nil, kind: kind)
@@ -49,11 +49,11 @@ struct SharedCircuitTests {
     /// one set to refuse refuses.
     @Test func aFailingStoreIsMetAsEachClientSays() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
-            let store = SharedPauseTests.MemoryPauseStore()
+            let store = SharedPauseTests.MemoryPauseStorage()
             store.state.withLockedValue { $0.failing = true }
             let events = RecordedResilienceEvents()
-            let alone = Self.client(server.url, PauseSharing(store: store, readEvery: .zero), events: events)
-            let refusing = Self.client(server.url, PauseSharing(store: store, readEvery: .zero, whenStoreFails: .refuseCalls))
+            let alone = Self.client(server.url, PauseSharing(storage: store, readEvery: .zero), events: events)
+            let refusing = Self.client(server.url, PauseSharing(storage: store, readEvery: .zero, whenStorageFails: .refuseCalls))
             let request = try Request(method: .get, url: server.url)
             _ = try await alone.data(for: request)
             #expect(events.names == ["shared_state_failed"])

@@ -3,13 +3,13 @@ import NIOConcurrencyHelpers
 import Testing
 @testable import Trellis
 
-/// Pauses shared through a ``SharedPauseStore`` by several clients, each standing for a process
+/// Pauses shared through a ``SharedPauseStorage`` by several clients, each standing for a process
 /// of a fleet, against a real in-process server. The store here keeps the pauses in memory, as
 /// one piece: the PostgreSQL store has its own tests against a real database.
 @Suite("Pauses shared through a store", .hangGuard)
 struct SharedPauseTests {
     /// A store as a database would be: one pause per origin. It can be made to fail.
-    final class MemoryPauseStore: SharedPauseStore {
+    final class MemoryPauseStorage: SharedPauseStorage {
         struct State {
             var ends: [String: ContinuousClock.Instant] = [:]
             var reads = 0
@@ -68,8 +68,8 @@ struct SharedPauseTests {
     @Test(arguments: TransportKind.allCases)
     func aPauseOneClientIsToldHoldsTheOthers(_ kind: TransportKind) async throws {
         try await Self.withServer { server in
-            let store = MemoryPauseStore()
-            let sharing = PauseSharing(store: store, readEvery: .zero)
+            let store = MemoryPauseStorage()
+            let sharing = PauseSharing(storage: store, readEvery: .zero)
             let told = Self.client(server.url, sharing, kind: kind)
             let other = Self.client(server.url, sharing, kind: kind)
             let alone = Self.client(server.url, nil, kind: kind)
@@ -90,8 +90,8 @@ struct SharedPauseTests {
     /// many calls there are, and calls at once wait for one reading.
     @Test func theStoreIsReadOncePerReadEvery() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
-            let store = MemoryPauseStore()
-            let client = Self.client(server.url, PauseSharing(store: store, readEvery: .seconds(3600)))
+            let store = MemoryPauseStorage()
+            let client = Self.client(server.url, PauseSharing(storage: store, readEvery: .seconds(3600)))
             let request = try Request(method: .get, url: server.url)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<20 { group.addTask { _ = try await client.data(for: request) } }
@@ -103,14 +103,14 @@ struct SharedPauseTests {
     }
 
     /// The store fails: a client set to go on alone goes on, saying so in an event; one set to
-    /// refuse calls refuses them. Both read the store again after `retryStoreAfter`.
+    /// refuse calls refuses them. Both read the store again after `retryStorageAfter`.
     @Test func aFailingStoreIsMetAsEachClientSays() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
-            let store = MemoryPauseStore()
+            let store = MemoryPauseStorage()
             store.state.withLockedValue { $0.failing = true }
             let events = RecordedResilienceEvents()
-            let alone = Self.client(server.url, PauseSharing(store: store, readEvery: .zero, retryStoreAfter: .zero), events: events)
-            let refusing = Self.client(server.url, PauseSharing(store: store, readEvery: .zero, whenStoreFails: .refuseCalls, retryStoreAfter: .zero))
+            let alone = Self.client(server.url, PauseSharing(storage: store, readEvery: .zero, retryStorageAfter: .zero), events: events)
+            let refusing = Self.client(server.url, PauseSharing(storage: store, readEvery: .zero, whenStorageFails: .refuseCalls, retryStorageAfter: .zero))
             let request = try Request(method: .get, url: server.url)
 
             _ = try await alone.data(for: request)

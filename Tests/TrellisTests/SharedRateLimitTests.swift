@@ -5,14 +5,14 @@ import Testing
 @testable import Trellis
 import TrellisTesting
 
-/// A rate limit shared through a ``RateLimitStore`` by several clients, each standing for a
+/// A rate limit shared through a ``RateLimitStorage`` by several clients, each standing for a
 /// process of a fleet, against a real in-process server. The store here keeps the schedule in
 /// memory, as one piece: the PostgreSQL store has its own tests against a real database.
 @Suite("A rate limit shared through a store", .hangGuard)
 struct SharedRateLimitTests {
     /// A store as a database would be: one schedule per key, each batch taken under one lock.
     /// It can be made to fail, or to hang until the test lets it go.
-    final class ScheduleStore: RateLimitStore {
+    final class ScheduleStore: RateLimitStorage {
         struct State {
             var nextTurn: [String: ContinuousClock.Instant] = [:]
             /// Every turn given, as the store's clock placed it.
@@ -68,7 +68,7 @@ struct SharedRateLimitTests {
             let store = ScheduleStore(clock: SystemClock())
             let clients = (0..<3).map { _ in
                 Client(baseURL: server.url) {
-                    $0.resilience.rateLimit = RateLimit(requests: 50, per: .seconds(1), sharing: RateLimitSharing(store: store, batch: 5))
+                    $0.resilience.rateLimit = RateLimit(requests: 50, per: .seconds(1), sharing: RateLimitSharing(storage: store, batch: 5))
                 }
             }
             let request = try Request(method: .get, url: server.url)
@@ -91,7 +91,7 @@ struct SharedRateLimitTests {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
             let store = ScheduleStore(clock: SystemClock())
             let client = Client(baseURL: server.url) {
-                $0.resilience.rateLimit = RateLimit(requests: 20, per: .seconds(1), sharing: RateLimitSharing(store: store, batch: 5))
+                $0.resilience.rateLimit = RateLimit(requests: 20, per: .seconds(1), sharing: RateLimitSharing(storage: store, batch: 5))
             }
             let request = try Request(method: .get, url: server.url)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -108,7 +108,7 @@ struct SharedRateLimitTests {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
             let store = ScheduleStore(clock: SystemClock())
             let client = Client(baseURL: server.url) {
-                $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), burst: 10, sharing: RateLimitSharing(store: store, batch: 5))
+                $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), burst: 10, sharing: RateLimitSharing(storage: store, batch: 5))
             }
             let derived = client.adding(middlewares: [try APIKey(.header("X-Key"), "service")])
             let request = try Request(method: .get, url: server.url)
@@ -121,7 +121,7 @@ struct SharedRateLimitTests {
     }
 
     /// The store fails: with `continueInProcess`, calls go on under the process's own limit,
-    /// each says so in an event, and the store is not asked again until `retryStoreAfter` has
+    /// each says so in an event, and the store is not asked again until `retryStorageAfter` has
     /// passed; then it is used again.
     @Test func whenTheStoreFailsTheProcessGoesOnAloneAndTriesTheStoreAgainLater() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
@@ -132,7 +132,7 @@ struct SharedRateLimitTests {
             let client = Client(baseURL: server.url) {
                 $0.resilience.rateLimit = RateLimit(
                     requests: 10, per: .seconds(1), burst: 10,
-                    sharing: RateLimitSharing(store: store, whenStoreFails: .continueInProcess, retryStoreAfter: .seconds(5))
+                    sharing: RateLimitSharing(storage: store, whenStorageFails: .continueInProcess, retryStorageAfter: .seconds(5))
                 )
                 $0.clock = clock
                 $0.observability.eventMonitors = [events]
@@ -153,14 +153,14 @@ struct SharedRateLimitTests {
         }
     }
 
-    /// With `retryStoreAfter` zero, every call asks the failing store once, and goes on alone.
+    /// With `retryStorageAfter` zero, every call asks the failing store once, and goes on alone.
     @Test func aStoreAskedAgainAtOnceIsAskedOncePerCall() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
             let store = ScheduleStore(clock: SystemClock())
             store.state.withLockedValue { $0.failing = true }
             let client = Client(baseURL: server.url) {
                 $0.resilience.rateLimit = RateLimit(
-                    requests: 100, per: .seconds(1), burst: 10, sharing: RateLimitSharing(store: store, retryStoreAfter: .zero)
+                    requests: 100, per: .seconds(1), burst: 10, sharing: RateLimitSharing(storage: store, retryStorageAfter: .zero)
                 )
             }
             let request = try Request(method: .get, url: server.url)
@@ -178,7 +178,7 @@ struct SharedRateLimitTests {
             store.state.withLockedValue { $0.failing = true }
             let client = Client(baseURL: server.url) {
                 $0.resilience.rateLimit = RateLimit(
-                    requests: 10, per: .seconds(1), sharing: RateLimitSharing(store: store, whenStoreFails: .refuseCalls)
+                    requests: 10, per: .seconds(1), sharing: RateLimitSharing(storage: store, whenStorageFails: .refuseCalls)
                 )
             }
             let refusal = try await refusalOf(client, Request(method: .get, url: server.url))
@@ -198,7 +198,7 @@ struct SharedRateLimitTests {
             let client = Client(baseURL: server.url) {
                 $0.resilience.rateLimit = RateLimit(
                     requests: 10, per: .seconds(1),
-                    sharing: RateLimitSharing(store: store, timeLimit: .milliseconds(250), whenStoreFails: .refuseCalls)
+                    sharing: RateLimitSharing(storage: store, timeLimit: .milliseconds(250), whenStorageFails: .refuseCalls)
                 )
                 $0.clock = clock
             }
@@ -223,7 +223,7 @@ struct SharedRateLimitTests {
             let store = ScheduleStore(clock: SystemClock())
             let client = Client(baseURL: server.url) {
                 $0.resilience.rateLimit = RateLimit(
-                    requests: 10, per: .seconds(1), key: { _ in "account-7" }, sharing: RateLimitSharing(store: store)
+                    requests: 10, per: .seconds(1), key: { _ in "account-7" }, sharing: RateLimitSharing(storage: store)
                 )
             }
             _ = try await client.data(for: Request(method: .get, url: server.url))

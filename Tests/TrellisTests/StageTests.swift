@@ -74,7 +74,7 @@ struct StageTests {
             return Response(head: HTTPResponse(status: attempt < 3 ? .serviceUnavailable : .ok), body: Data())
         }
         let sleeper = RecordingSleeper()
-        let stage = RetryStage(policy: sleeper.policy(maximumRetries: 2), logger: .init(label: "test"), clock: sleeper.clock)
+        let stage = RetryStage(policy: sleeper.policy(maximumRetries: 2), context: PolicyContext(clock: sleeper.clock))
         var request = try request("/x")
         request.timeout = .seconds(5)
         let seen = NIOLockedValueBox<[Duration?]>([])

@@ -19,8 +19,8 @@ enum FleetBenchmark {
     static let tokenCalls = 2_000
 
     /// A store that counts the batches it gives, each one statement on the database.
-    struct CountingStore: RateLimitStore {
-        let store: PostgresRateLimitStore
+    struct CountingStore: RateLimitStorage {
+        let store: PostgresRateLimitStorage
         let batches = NIOLockedValueBox(0)
 
         func takeTurns(_ count: Int, of key: String, under limit: RateLimit) async throws -> [Duration] {
@@ -55,12 +55,12 @@ enum FleetBenchmark {
     }
 
     private static func rateLimit(_ postgres: PostgresClient, _ url: URL, rounds: Int) async throws -> [Row] {
-        let store = PostgresRateLimitStore(client: postgres, table: "trellis_bench_turns")
+        let store = PostgresRateLimitStorage(client: postgres, table: "trellis_bench_turns")
         try await store.createTable()
         let counting = CountingStore(store: store)
         let limit = RateLimit(requests: 2_000, per: .seconds(1), burst: 20, maximumWait: .seconds(60))
         var shared = limit
-        shared.sharing = RateLimitSharing(store: counting, batch: 10)
+        shared.sharing = RateLimitSharing(storage: counting, batch: 10)
         let request = try Trellis.Request(method: .get, url: url.appending(path: "me"))
         func callsPerSecond(_ limit: RateLimit) async throws -> Double {
             // A client per round, so that each starts with a full bucket.

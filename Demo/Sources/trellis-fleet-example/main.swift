@@ -28,11 +28,11 @@ let postgres = PostgresClient(configuration: .init(
 
 /// One process of the fleet: 100 calls to the API at `url`, under the shared quota.
 func callAsOneProcess(_ url: URL) async throws {
-    let store = PostgresRateLimitStore(client: postgres)
+    let store = PostgresRateLimitStorage(client: postgres)
     let client = Client(baseURL: url) {
         $0.resilience.rateLimit = RateLimit(
             requests: 50, per: .seconds(1), burst: 5, maximumWait: .seconds(60),
-            sharing: RateLimitSharing(store: store, batch: 5, whenStoreFails: .refuseCalls)
+            sharing: RateLimitSharing(storage: store, batch: 5, whenStorageFails: .refuseCalls)
         )
     }
     let request = try Trellis.Request(method: .get, url: url.appending(path: "work"))
@@ -60,7 +60,7 @@ func runTheFleet() async throws {
     defer { server.cancel() }
     var iterator = ports.makeAsyncIterator()
     guard let apiPort = await iterator.next() else { return }
-    try await PostgresRateLimitStore(client: postgres).createTable()
+    try await PostgresRateLimitStorage(client: postgres).createTable()
 
     print("4 processes × 100 calls under 50 calls a second, shared through \(host)")
     let started = ContinuousClock.now

@@ -100,7 +100,7 @@ public final class Client: Sendable {
             transport: transport ?? Transports.platformDefault(pinning: pinning, connectivity: configuration.connectivity),
             pinningConflict: Self.pinningConflict(pinning, transport: transport),
             authorizer: AccessTokenAuthorizer(settings: configuration.accessTokens, base: try? base.get()),
-            resilience: ResilienceState(configuration.resilience, clock: configuration.clock),
+            resilience: ResilienceState(configuration.resilience, clock: configuration.clock, logger: configuration.logger),
             middlewares: middlewares,
             configuration: configuration
         )

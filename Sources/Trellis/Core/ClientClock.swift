@@ -20,10 +20,25 @@ public protocol ClientClock: Sendable {
     /// Returns once `duration` of this clock's time has passed; throws `CancellationError` at
     /// once when the calling task is cancelled.
     func sleep(for duration: Duration) async throws
+    /// Returns once `duration` of this clock's time has passed, or as soon as the calling task
+    /// is cancelled, without throwing. For the short waits many calls make at once and mostly
+    /// call off (a hedge's delay): ``SystemClock`` keeps them on one event-loop timer, where a
+    /// sleep each would set and cancel a timer each. By default, ``sleep(for:)``, whose
+    /// cancellation ends the wait.
+    func wait(for duration: Duration) async
+}
+
+extension ClientClock {
+    public func wait(for duration: Duration) async {
+        try? await sleep(for: duration)
+    }
 }
 
 /// The machine's clocks: `Date()` for dates, the continuous clock for spans and waits.
 public struct SystemClock: ClientClock {
+    /// The waits of ``wait(for:)``, on one timer for every call that uses this clock (a client's).
+    private let waits = TimerWaits()
+
     /// The system's clock.
     public init() {}
 
@@ -33,5 +48,9 @@ public struct SystemClock: ClientClock {
 
     public func sleep(for duration: Duration) async throws {
         try await Task.sleep(for: duration)
+    }
+
+    public func wait(for duration: Duration) async {
+        await waits.wait(for: duration)
     }
 }

@@ -60,36 +60,25 @@ final class Pipeline: Sendable {
             acceptedStatuses: configuration.validation.acceptedStatuses
         ))
         let resilience = settings.resilience
-        // One classifier for every policy without one of its own.
-        let failures = configuration.resilience.failureClassifier
-        let clock = configuration.clock
+        let policies = configuration.resilience
+        // What every policy's stage is made with: the client's clock, logger, classifier and
+        // origin records.
+        let context = PolicyContext(
+            clock: configuration.clock, logger: configuration.logger, clientFailures: policies.failureClassifier,
+            retry: configuration.retry, origins: resilience.origins
+        )
+        // Around each attempt, in order: its hedges, then the policies of its origin.
+        var attempt: [any Stage] = []
+        if let hedging = policies.hedging { attempt.append(HedgingStage(hedging, budget: policies.retryBudget, context: context)) }
+        if let breaker = policies.circuitBreaker { attempt.append(CircuitBreakerStage(breaker, fleet: resilience.fleetCircuits, context: context)) }
+        if let backoff = policies.sharedBackoff { attempt.append(SharedBackoffStage(backoff, fleet: resilience.fleetPauses, context: context)) }
+        if let limit = policies.concurrencyLimit { attempt.append(ConcurrencyLimitStage(limit, context: context)) }
+        if let budget = policies.retryBudget { attempt.append(RetryBudgetStage(budget, context: context)) }
         stages.append(RetryStage(
-            policy: configuration.retry, logger: configuration.logger, origins: resilience.origins,
-            clientFailures: failures, clock: clock
+            policy: configuration.retry, budget: policies.retryBudget,
+            looksUpOrigins: attempt.contains { $0.keepsStatePerOrigin }, context: context
         ))
-        // Each policy's stage works on the origin's record, which the retry stage looked up.
-        if let origins = resilience.origins {
-            let policies = origins.settings
-            if let hedging = policies.hedging {
-                stages.append(HedgingStage(hedging: hedging, origins: origins, failures: hedging.failureClassifier ?? failures, clock: clock))
-            }
-            if let breaker = policies.circuitBreaker {
-                stages.append(CircuitBreakerStage(
-                    origins: origins, breaker: breaker, clientFailures: failures, clock: clock,
-                    fleet: resilience.fleetCircuits, logger: configuration.logger
-                ))
-            }
-            if let backoff = policies.sharedBackoff {
-                stages.append(SharedBackoffStage(
-                    origins: origins, backoff: backoff, clientFailures: failures, clock: clock,
-                    fleet: resilience.fleetPauses, logger: configuration.logger
-                ))
-            }
-            if let limit = policies.concurrencyLimit { stages.append(ConcurrencyLimitStage(origins: origins, limit: limit, clock: clock)) }
-            if let budget = policies.retryBudget {
-                stages.append(RetryBudgetStage(origins: origins, budget: budget, policy: configuration.retry, clientFailures: failures))
-            }
-        }
+        stages += attempt
         stages.append(TimeLimitStage(timeouts: configuration.timeouts))
         stages.append(RedirectStage(
             policy: configuration.redirects,
@@ -100,7 +89,7 @@ final class Pipeline: Sendable {
         stages.append(AccessTokenStage(authorizer: settings.authorizer, client: settings.client))
         stages.append(DefaultHeadersStage(defaultHeaders: configuration.defaultHeaders))
         if let jar = configuration.cookies {
-            stages.append(CookieStage(jar: jar, logger: configuration.logger, clock: clock))
+            stages.append(CookieStage(jar: jar, logger: configuration.logger, clock: configuration.clock))
         }
         stages.append(CompressionStage(settings: configuration.compression))
         // After every stage that adds to the request, so that calls share an exchange only
@@ -108,7 +97,7 @@ final class Pipeline: Sendable {
         // together cost one fetch and one store.
         if let calls = resilience.calls { stages.append(CoalescingStage(calls: calls)) }
         if let cache = configuration.cache {
-            stages.append(CacheStage(cache: cache, clock: clock))
+            stages.append(CacheStage(cache: cache, clock: configuration.clock))
         }
         if configuration.security.plainHTTP != .allowed || settings.pinningConflict != nil {
             stages.append(OriginPolicyStage(
@@ -116,7 +105,7 @@ final class Pipeline: Sendable {
             ))
         }
         // Only what goes out takes a turn: after the cache, coalescing and the refusals.
-        if let turns = resilience.turns { stages.append(RateLimitStage(turns: turns, sharedTurns: resilience.sharedTurns, clock: clock, logger: configuration.logger)) }
+        if let turns = resilience.turns { stages.append(RateLimitStage(turns: turns, sharedTurns: resilience.sharedTurns, context: context)) }
         // Below the cache and coalescing, which share what it hands up: a head that says what
         // its body is. Above the hop's observation, which records the exchange as it was.
         if settings.transport.decodesContentEncoding {

@@ -13,12 +13,19 @@ protocol Stage: Sendable {
 
     /// The stage's name, as "The pipeline" article lists it.
     var name: String { get }
+
+    /// Whether the stage works on the record of the call's origin (``OriginRecord``), which
+    /// ``RetryStage`` then looks up once per call for it. `false` unless the stage says
+    /// otherwise.
+    var keepsStatePerOrigin: Bool { get }
 }
 
 extension Stage {
     func isNeeded(for request: Request, _ call: CallContext) -> Bool { true }
 
     var name: String { String(describing: Self.self) }
+
+    var keepsStatePerOrigin: Bool { false }
 }
 
 /// A caller's ``Middleware`` in the pipeline: the call's context passes it by, unchanged.

@@ -50,16 +50,8 @@ public struct TransferProgressUpdates: AsyncSequence, Sendable {
 
     let reporter: ProgressReporter
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var inner: AsyncStream<TransferProgress>.Iterator
-
-        public mutating func next() async -> TransferProgress? {
-            await inner.next()
-        }
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(inner: reporter.subscribe().makeAsyncIterator())
+    public func makeAsyncIterator() -> AsyncStream<TransferProgress>.Iterator {
+        reporter.subscribe().makeAsyncIterator()
     }
 
     /// The latest value, without waiting.

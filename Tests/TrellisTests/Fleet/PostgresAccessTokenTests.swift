@@ -104,7 +104,7 @@ struct PostgresAccessTokenTests {
             let server = RotatingTokenServer(lifetime: .seconds(60))
             try await TestServer.with(server.install) { url in
                 let refusing = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500))
-                let alone = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500), whenDatabaseFails: .continueInProcess)
+                let alone = PostgresAccessTokenStorage(client: postgres, timeLimit: .milliseconds(500), whenStorageFails: .continueInProcess)
                 // Stored patiently, and read until a read is in time: the short limits are for
                 // the stopped database, and a loaded machine took longer than them.
                 let patient = PostgresAccessTokenStorage(client: postgres, timeLimit: .patientStoreLimit)

@@ -15,7 +15,7 @@ struct PostgresPauseTests {
     /// set to refuse refuses; once it is back, the pause in it holds the calls again.
     @Test func aPauseOneClientIsToldHoldsTheOthersAndTheStoppedDatabaseIsMetAsSaid() async throws {
         try await PostgresServer.withDatabase { database, postgres in
-            let store = PostgresPauseStore(client: postgres)
+            let store = PostgresPauseStorage(client: postgres)
             try await store.createTable()
             try await SharedPauseTests.withServer { server in
                 let events = RecordedResilienceEvents()
@@ -23,7 +23,7 @@ struct PostgresPauseTests {
                 // longer than they allow, so the clients of that part are patient: a write of the
                 // pause that ran out of 0.5 s was never retried, and the wait for it below hung.
                 let sharing = { (failure: SharedStateFailure, limit: Duration) in
-                    PauseSharing(store: store, readEvery: .zero, timeLimit: limit, whenStoreFails: failure, retryStoreAfter: .zero)
+                    PauseSharing(storage: store, readEvery: .zero, timeLimit: limit, whenStorageFails: failure, retryStorageAfter: .zero)
                 }
                 let told = SharedPauseTests.client(server.url, sharing(.continueInProcess, .patientStoreLimit))
                 let refusingPatiently = SharedPauseTests.client(server.url, sharing(.refuseCalls, .patientStoreLimit))
@@ -59,10 +59,10 @@ struct PostgresPauseTests {
     /// client's call as an open circuit.
     @Test func aCircuitOneClientOpenedRefusesAnothersCall() async throws {
         try await PostgresServer.withDatabase { _, postgres in
-            let store = PostgresPauseStore(client: postgres, table: "trellis_open_circuits")
+            let store = PostgresPauseStorage(client: postgres, table: "trellis_open_circuits")
             try await store.createTable()
             try await SharedCircuitTests.withServer { server in
-                let sharing = PauseSharing(store: store, readEvery: .zero, timeLimit: .patientStoreLimit)
+                let sharing = PauseSharing(storage: store, readEvery: .zero, timeLimit: .patientStoreLimit)
                 let request = try Request(method: .get, url: server.url)
                 #expect(try await SharedCircuitTests.client(server.url, sharing).data(for: request, accepting: [503]).status.code == 503)
                 // The opening reaches the database in a task of its own.

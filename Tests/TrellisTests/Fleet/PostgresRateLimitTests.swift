@@ -12,9 +12,9 @@ import TrellisTesting
 @Suite("A rate limit shared through PostgreSQL", .hangGuard)
 struct PostgresRateLimitTests {
     /// Runs `body` with a fresh server and a store whose table exists.
-    static func withStore(_ body: (PostgresServer, PostgresRateLimitStore) async throws -> Void) async throws {
+    static func withStore(_ body: (PostgresServer, PostgresRateLimitStorage) async throws -> Void) async throws {
         try await PostgresServer.withDatabase { server, postgres in
-            let store = PostgresRateLimitStore(client: postgres)
+            let store = PostgresRateLimitStorage(client: postgres)
             try await store.createTable()
             try await body(server, store)
         }
@@ -27,7 +27,7 @@ struct PostgresRateLimitTests {
             try await ScriptedServer.with({ _ in ScriptedServer.response("200 OK") }) { server in
                 let clients = (0..<2).map { _ in
                     Client(baseURL: server.url) {
-                        $0.resilience.rateLimit = RateLimit(requests: 50, per: .seconds(1), sharing: RateLimitSharing(store: store, batch: 5, timeLimit: .patientStoreLimit))
+                        $0.resilience.rateLimit = RateLimit(requests: 50, per: .seconds(1), sharing: RateLimitSharing(storage: store, batch: 5, timeLimit: .patientStoreLimit))
                     }
                 }
                 let request = try Request(method: .get, url: server.url)
@@ -55,7 +55,7 @@ struct PostgresRateLimitTests {
                 let events = RecordedResilienceEvents()
                 let client = { (failure: SharedStateFailure, limit: Duration) in
                     Client(baseURL: server.url) {
-                        let sharing = RateLimitSharing(store: store, batch: 1, timeLimit: limit, whenStoreFails: failure, retryStoreAfter: .zero)
+                        let sharing = RateLimitSharing(storage: store, batch: 1, timeLimit: limit, whenStorageFails: failure, retryStorageAfter: .zero)
                         $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), sharing: sharing)
                         if failure == .continueInProcess { $0.observability.eventMonitors = [events] }
                     }

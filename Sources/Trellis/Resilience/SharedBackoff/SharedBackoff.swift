@@ -52,12 +52,6 @@ public struct SharedBackoff: Sendable {
         self.sharing = sharing
     }
 
-    /// The answers whose pauses are shared: this pause's classifier, else the client's, else
-    /// the answers with one of the ``statuses``.
-    func failures(clientWide: FailureClassifier?) -> FailureClassifier {
-        failureClassifier ?? clientWide ?? .statuses(statuses)
-    }
-
     /// The pause `head` asks for, when `failures` counts it as a failure and it names one;
     /// `now` reads dates and reset times.
     func pause(askedBy head: HTTPResponse, failures: FailureClassifier, now: @autoclosure () -> Date) -> Duration? {
@@ -74,6 +68,11 @@ public struct SharedBackoff: Sendable {
         }
         return seconds > 0 ? .saturating(seconds: seconds) : nil
     }
+}
+
+extension SharedBackoff: FailureCountingPolicy {
+    /// The answers with one of the ``statuses``.
+    var builtInFailures: FailureClassifier? { .statuses(statuses) }
 }
 
 /// A response field that says when a rate limit resets (GitHub's `X-RateLimit-Reset`, the

@@ -2,8 +2,9 @@
 /// token, any other answer puts a share of one back. The retry and hedging stages ask the
 /// budget before they send another attempt.
 struct RetryBudgetStage: Stage {
-    let origins: OriginRecords
     let budget: RetryBudget
+    let context: PolicyContext
+    private let tokens: OriginStateKey<RetryTokens>
     /// The budget's classifier, else the client's, when either is set: it decides for every
     /// request.
     private let failures: FailureClassifier?
@@ -11,29 +12,32 @@ struct RetryBudgetStage: Stage {
     /// neither classifier is set.
     private let retryFailures: FailureClassifier
 
-    init(origins: OriginRecords, budget: RetryBudget, policy: RetryPolicy, clientFailures: FailureClassifier?) {
-        self.origins = origins
+    init(_ budget: RetryBudget, context: PolicyContext) {
         self.budget = budget
-        failures = budget.failureClassifier ?? clientFailures
-        retryFailures = policy.failures(clientWide: nil)
+        self.context = context
+        tokens = OriginStateKey(budget)
+        failures = context.failures(of: budget)
+        retryFailures = context.ownFailures(of: context.retry)!
     }
 
+    var keepsStatePerOrigin: Bool { true }
+
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        let failures = failures ?? request.retryPolicy?.failures(clientWide: nil) ?? retryFailures
-        let record = origins.record(of: request, call)
+        let failures = failures ?? request.retryPolicy.flatMap(context.ownFailures(of:)) ?? retryFailures
+        let record = context.origins.record(of: request, call)
         let response: Response<ResponseBody>
         do {
             response = try await next(request, call)
         } catch {
             if let outcome = AttemptOutcome(failure: error), outcome.wasSent, failures.isFailure(outcome) {
-                record.budget { $0.recordFailure() }
+                record.withState(tokens) { $0.recordFailure() }
             }
             throw error
         }
         if failures.isFailure(.answered(response.head)) {
-            record.budget { $0.recordFailure() }
+            record.withState(tokens) { $0.recordFailure() }
         } else {
-            record.budget { $0.recordAnswer(budget) }
+            record.withState(tokens) { $0.recordAnswer(budget) }
         }
         return response
     }

@@ -3,7 +3,7 @@
 ///
 /// A store keeps one pause per origin (`scheme://host:port`): when calls to it may go again,
 /// on the store's clock, so that the processes' own clocks need not agree.
-public protocol SharedPauseStore: Sendable {
+public protocol SharedPauseStorage: Sendable {
     /// Pauses every process's calls to `origin` for `duration` from now; a pause already there
     /// that ends later stays.
     func pause(_ origin: String, for duration: Duration) async throws
@@ -13,7 +13,7 @@ public protocol SharedPauseStore: Sendable {
 }
 
 /// How a ``SharedBackoff`` shares its pauses with other processes through a
-/// ``SharedPauseStore``.
+/// ``SharedPauseStorage``.
 ///
 /// A process tells the store of each pause it is asked for, and reads the fleet's pauses at
 /// most once every ``readEvery``, on the call that finds its last reading older; the callers
@@ -22,36 +22,31 @@ public protocol SharedPauseStore: Sendable {
 /// later.
 ///
 /// ```swift
-/// let pauses: any SharedPauseStore = fleetPauses   // on a database every process reaches
+/// let pauses: any SharedPauseStorage = fleetPauses   // on a database every process reaches
 /// let client = Client(baseURL: url) {
-///     $0.resilience.sharedBackoff = SharedBackoff(sharing: PauseSharing(store: pauses))
+///     $0.resilience.sharedBackoff = SharedBackoff(sharing: PauseSharing(storage: pauses))
 /// }
 /// ```
 public struct PauseSharing: Sendable {
     /// Where the fleet's pauses are kept.
-    public var store: any SharedPauseStore
+    public var storage: any SharedPauseStorage
     /// How old a reading of the fleet's pauses may be before a call reads them again.
     public var readEvery: Duration
-    /// The longest each operation on the store may take; one that takes longer has failed.
-    public var timeLimit: Duration
-    /// What calls do while the store fails: go on with this process's own pauses, or be
-    /// refused.
-    public var whenStoreFails: SharedStateFailure
-    /// After the store fails, how long the process goes without it before it tries again.
-    public var retryStoreAfter: Duration
+    /// The storage's time limit, what calls do while it fails (go on with this process's own
+    /// pauses, or be refused), and when it is tried again.
+    public var settings: SharedStateSettings
 
-    /// Sharing through `store`, read at most every `readEvery`.
+    /// Sharing through `storage`, read at most every `readEvery`; the other settings are those
+    /// of ``SharedStateSettings``.
     public init(
-        store: any SharedPauseStore,
+        storage: any SharedPauseStorage,
         readEvery: Duration = .milliseconds(250),
         timeLimit: Duration = .seconds(1),
-        whenStoreFails: SharedStateFailure = .continueInProcess,
-        retryStoreAfter: Duration = .seconds(1)
+        whenStorageFails: SharedStateFailure = .continueInProcess,
+        retryStorageAfter: Duration = .seconds(1)
     ) {
-        self.store = store
+        self.storage = storage
         self.readEvery = max(.zero, readEvery)
-        self.timeLimit = max(.milliseconds(1), timeLimit)
-        self.whenStoreFails = whenStoreFails
-        self.retryStoreAfter = max(.zero, retryStoreAfter)
+        settings = SharedStateSettings(timeLimit: timeLimit, whenStorageFails: whenStorageFails, retryStorageAfter: retryStorageAfter)
     }
 }

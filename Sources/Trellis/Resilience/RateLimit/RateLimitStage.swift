@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 
 /// Holds each request that leaves for the network until its key's turn under the client's
 /// ``RateLimit``, refuses one whose turn is too far away, and learns from each answer when the
@@ -12,15 +11,13 @@ struct RateLimitStage: Stage {
     let turns: KeyedStates<RateLimitTurns>
     /// With a shared limit, the turns taken from its store and not used yet.
     let sharedTurns: KeyedStates<SharedRateLimitTurns>?
-    /// The client's clock, which turns are measured and waited on.
-    let clock: any ClientClock
-    let logger: Logger
-
+    let context: PolicyContext
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         let limit = turns.settings
         let key = limit.key(for: request)
         let origin = request.origin
+        let clock = context.clock
         let wait: Duration
         if let sharing = limit.sharing, let sharedTurns {
             wait = try await sharedTurn(key, sharing, sharedTurns, request: request, call: call)
@@ -28,9 +25,7 @@ struct RateLimitStage: Stage {
             wait = try localTurn(key, request: request, call: call)
         }
         if wait > .zero {
-            call.observation?.resilienceEvent(
-                .waitedForRateLimit(origin: origin, key: key, until: clock.now.addingTimeInterval(wait.inSeconds)), for: request
-            )
+            context.report(.waitedForRateLimit(origin: origin, key: key, until: context.date(in: wait)), request, call)
             try await clock.sleep(for: wait)
         }
         let response = try await next(request, call)
@@ -42,17 +37,15 @@ struct RateLimitStage: Stage {
                     while let first = state.turns.first, first < until { state.turns.removeFirst() }
                 }
                 // The other processes learn it through the store; the answer does not wait.
-                Task { [clock, logger] in
+                Task { [logger = context.logger] in
                     do {
-                        try await withTimeLimit(sharing.timeLimit, on: clock) { try await sharing.store.hold(key, for: spent, under: limit) }
+                        try await withTimeLimit(sharing.settings.timeLimit, on: clock) { try await sharing.storage.hold(key, for: spent, under: limit) }
                     } catch {
                         logger.warning("the rate limit's store did not take the hold of \(key): \(error)")
                     }
                 }
             }
-            call.observation?.resilienceEvent(
-                .rateLimitSpent(origin: origin, key: key, until: clock.now.addingTimeInterval(spent.inSeconds)), for: request
-            )
+            context.report(.rateLimitSpent(origin: origin, key: key, until: context.date(in: spent)), request, call)
         }
         return response
     }
@@ -61,7 +54,7 @@ struct RateLimitStage: Stage {
     /// longer than the limit waits.
     private func localTurn(_ key: String, request: Request, call: CallContext) throws -> Duration {
         let limit = turns.settings
-        let now = clock.instant
+        let now = context.clock.instant
         let turn = turns.update(key) { $0.take(at: now, limit) }
         guard let wait = turn.wait else { throw refusal(request, call, key: key, turnIn: turn.goesAt - now) }
         return wait
@@ -84,21 +77,18 @@ struct RateLimitStage: Stage {
             case storeFailed(String)
         }
         // Whether this caller has waited for a batch: if that one failed, the caller is done with
-        // the store, whatever `retryStoreAfter` says (at zero it would ask again, endlessly).
+        // the store, whatever `retryStorageAfter` says (at zero it would ask again, endlessly).
         var waitedForABatch = false
         while true {
-            let now = clock.instant
+            let now = context.clock.instant
             let step = shared.update(key) { [waitedForABatch] state -> Step in
                 if let first = state.turns.first {
                     guard first - now <= limit.maximumWait else { return .tooFar(first) }
                     state.turns.removeFirst()
                     return .turn(first)
                 }
-                if let failure = state.storeFailure, waitedForABatch || failure.until > now { return .storeFailed(failure.detail) }
-                if let fetch = state.fetch { return .wait(fetch) }
-                let fetch = Task { await takeBatch(key, sharing, shared) }
-                state.fetch = fetch
-                return .wait(fetch)
+                if let failure = state.store.failure(at: now, waitedAlready: waitedForABatch) { return .storeFailed(failure) }
+                return .wait(state.store.join { Task { await takeBatch(key, sharing, shared) } })
             }
             switch step {
             case .turn(let goesAt):
@@ -110,20 +100,11 @@ struct RateLimitStage: Stage {
                 waitedForABatch = true
                 try Task.checkCancellation()
             case .storeFailed(let detail):
-                call.observation?.resilienceEvent(
-                    .sharedStateFailed(origin: request.origin, policy: "rate_limit", detail: detail), for: request
+                try context.sharedStateFailed(
+                    detail, policy: "rate_limit", settings: sharing.settings,
+                    unknown: "the turns of \(key)'s shared quota are", reason: .rateLimit, request, call, origin: request.origin
                 )
-                switch sharing.whenStoreFails {
-                case .continueInProcess:
-                    return try localTurn(key, request: request, call: call)
-                case .refuseCalls:
-                    let refusal = CallRefusal(
-                        request: request, origin: request.origin, reason: .rateLimit, retryAt: nil,
-                        detail: "the store \(key)'s quota is shared through failed: \(detail)"
-                    )
-                    call.observation?.resilienceEvent(.callRefused(refusal), for: request)
-                    throw TrellisError.callRefused(refusal)
-                }
+                return try localTurn(key, request: request, call: call)
             }
         }
     }
@@ -134,39 +115,33 @@ struct RateLimitStage: Stage {
         let limit = turns.settings
         let result: Result<[Duration], any Error>
         do {
-            result = .success(try await withTimeLimit(sharing.timeLimit, on: clock) {
-                try await sharing.store.takeTurns(sharing.batch, of: key, under: limit)
+            result = .success(try await withTimeLimit(sharing.settings.timeLimit, on: context.clock) {
+                try await sharing.storage.takeTurns(sharing.batch, of: key, under: limit)
             })
         } catch {
             result = .failure(error)
         }
-        let received = clock.instant
+        let received = context.clock.instant
         let failure: String? = switch result {
         case .success(let waits) where waits.isEmpty: "it gave no turns"
         case .success: nil
         case .failure(let error): "\(error)"
         }
         shared.update(key) { state in
-            state.fetch = nil
-            if let failure {
-                state.storeFailure = (received + sharing.retryStoreAfter, failure)
-            } else if case .success(let waits) = result {
-                state.storeFailure = nil
+            state.store.finished(failure: failure, at: received, retryAfter: sharing.settings.retryStorageAfter)
+            if failure == nil, case .success(let waits) = result {
                 for wait in waits.sorted() { state.turns.append(received + max(.zero, wait)) }
             }
         }
         if let failure {
-            logger.warning("the rate limit's store failed to give turns of \(key) (\(failure)); it is asked again in \(sharing.retryStoreAfter), and until then \(sharing.whenStoreFails == .continueInProcess ? "this process keeps the quota alone" : "requests under it are refused")")
+            context.logger.warning("the rate limit's store failed to give turns of \(key) (\(failure)); it is asked again in \(sharing.settings.retryStorageAfter), and until then \(sharing.settings.whenStorageFails == .continueInProcess ? "this process keeps the quota alone" : "requests under it are refused")")
         }
     }
 
     private func refusal(_ request: Request, _ call: CallContext, key: String, turnIn ahead: Duration) -> TrellisError {
-        let limit = turns.settings
-        let refusal = CallRefusal(
-            request: request, origin: request.origin, reason: .rateLimit, retryAt: clock.now.addingTimeInterval(ahead.inSeconds),
-            detail: "\(key)'s turn is \(String(format: "%.1f", ahead.inSeconds)) s away, longer than the \(limit.maximumWait) it waits"
+        context.refusal(
+            request, call, origin: request.origin, reason: .rateLimit, retryAt: context.date(in: ahead),
+            detail: "\(key)'s turn is \(String(format: "%.1f", ahead.inSeconds)) s away, longer than the \(turns.settings.maximumWait) it waits"
         )
-        call.observation?.resilienceEvent(.callRefused(refusal), for: request)
-        return TrellisError.callRefused(refusal)
     }
 }

@@ -106,11 +106,6 @@ public struct RetryPolicy: Sendable {
         return nonIdempotent ? request.body?.isReplayable ?? true : request.canBeSentAgain
     }
 
-    /// The attempts this policy retries: its own classifier, else the client's, else
-    /// broken attempts and the ``retryableStatuses``.
-    func failures(clientWide: FailureClassifier?) -> FailureClassifier {
-        failureClassifier ?? clientWide ?? .brokenAttempts(or: retryableStatuses, countingInvalidAnswers: false)
-    }
 
     /// The wait before retry number `retry` (from 0), or `nil` when there should be none:
     /// `Retry-After` when the response has one, exponential backoff with jitter otherwise,
@@ -131,4 +126,9 @@ public struct RetryPolicy: Sendable {
         guard waitedSoFar.inSeconds + wait.inSeconds <= maximumTotalDelay.inSeconds else { return nil }
         return wait
     }
+}
+
+extension RetryPolicy: FailureCountingPolicy {
+    /// Broken attempts and the ``retryableStatuses``.
+    var builtInFailures: FailureClassifier? { .transient(retryableStatuses) }
 }

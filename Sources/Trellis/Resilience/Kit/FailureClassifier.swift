@@ -78,10 +78,22 @@ public struct FailureClassifier: Sendable {
 
     /// The retry policy's rule unless you set one: broken attempts (not counting answers that
     /// are not valid HTTP, which would come again) and 408, 429, 500, 502, 503 and 504.
-    public static let transientFailures = brokenAttempts(or: RetryPolicy.defaultRetryableStatuses, countingInvalidAnswers: false)
+    public static let transientFailures = transient(RetryPolicy.defaultRetryableStatuses)
 
     /// The circuit breaker's rule unless you set one: broken attempts, answers that are not
     /// valid HTTP, and 500, 502, 503 and 504, a server that is failing rather than a request it
     /// refused.
-    public static let serverFailures = brokenAttempts(or: CircuitBreaker.defaultFailureStatuses)
+    public static let serverFailures = server(CircuitBreaker.defaultFailureStatuses)
+
+    /// The retry policy's rule for `statuses`: broken attempts, not counting answers that are
+    /// not valid HTTP, and `statuses`.
+    static func transient(_ statuses: Set<Int>) -> FailureClassifier {
+        brokenAttempts(or: statuses, countingInvalidAnswers: false)
+    }
+
+    /// The circuit breaker's rule for `statuses`: broken attempts, answers that are not valid
+    /// HTTP, and `statuses`.
+    static func server(_ statuses: Set<Int>) -> FailureClassifier {
+        brokenAttempts(or: statuses)
+    }
 }

@@ -1,14 +1,5 @@
 import NIOConcurrencyHelpers
 
-/// What one resilience policy keeps about one origin.
-protocol OriginState: Sendable {
-    associatedtype Settings: Sendable
-    /// The state of an origin the policy knows nothing about yet.
-    init(_ settings: Settings)
-    /// Whether the state is no different from a new one's at `now`, so that it may be forgotten.
-    func isIdle(_ settings: Settings, at now: ContinuousClock.Instant) -> Bool
-}
-
 /// A policy's state for every key it is given, behind one lock: the rate limit's turns, whose
 /// key is the origin unless the user names another.
 ///

@@ -56,6 +56,11 @@ public struct Hedging: Sendable {
     }
 }
 
+extension Hedging: FailureCountingPolicy {
+    /// None: every answer wins.
+    var builtInFailures: FailureClassifier? { nil }
+}
+
 /// One origin's recent answer times, for a delay given as a percentile.
 struct RecentLatencies: OriginState {
     private var samples: [Duration] = []

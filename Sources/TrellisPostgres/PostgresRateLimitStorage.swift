@@ -3,7 +3,7 @@ public import Logging
 public import PostgresNIO
 public import Trellis
 
-/// A ``Trellis/RateLimitStore`` in a PostgreSQL table: one row per key, holding when its next
+/// A ``Trellis/RateLimitStorage`` in a PostgreSQL table: one row per key, holding when its next
 /// turn is due on the database's clock, so that every process that reaches the database shares
 /// one quota.
 ///
@@ -13,13 +13,13 @@ public import Trellis
 ///
 /// ```swift
 /// let postgres = PostgresClient(configuration: configuration)   // run it beside your service
-/// let store = PostgresRateLimitStore(client: postgres)
+/// let store = PostgresRateLimitStorage(client: postgres)
 /// try await store.createTable()
 /// let client = Client(baseURL: url) {
-///     $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), sharing: RateLimitSharing(store: store))
+///     $0.resilience.rateLimit = RateLimit(requests: 100, per: .seconds(1), sharing: RateLimitSharing(storage: store))
 /// }
 /// ```
-public struct PostgresRateLimitStore: RateLimitStore {
+public struct PostgresRateLimitStorage: RateLimitStorage {
     /// The client of the database every process shares; the caller runs it.
     public let client: PostgresClient
     /// The table's name, a plain SQL identifier.
@@ -31,7 +31,7 @@ public struct PostgresRateLimitStore: RateLimitStore {
     /// - Precondition: `table` is a plain SQL identifier: letters, digits and underscores, not
     ///   starting with a digit.
     public init(client: PostgresClient, table: String = "trellis_rate_limit_turns", logger: Logger = Logger(label: "trellis.postgres")) {
-        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresRateLimitStore: \(table) is not a plain SQL identifier")
+        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresRateLimitStorage: \(table) is not a plain SQL identifier")
         self.client = client
         self.table = table
         self.logger = logger

@@ -3,7 +3,7 @@ public import Logging
 public import PostgresNIO
 public import Trellis
 
-/// A ``Trellis/SharedPauseStore`` in a PostgreSQL table: one row per origin, holding when its
+/// A ``Trellis/SharedPauseStorage`` in a PostgreSQL table: one row per origin, holding when its
 /// pause ends on the database's clock, so that a `Retry-After` one process is told pauses every
 /// process that reaches the database.
 ///
@@ -12,13 +12,13 @@ public import Trellis
 ///
 /// ```swift
 /// let postgres = PostgresClient(configuration: configuration)   // run it beside your service
-/// let pauses = PostgresPauseStore(client: postgres)
+/// let pauses = PostgresPauseStorage(client: postgres)
 /// try await pauses.createTable()
 /// let client = Client(baseURL: url) {
-///     $0.resilience.sharedBackoff = SharedBackoff(sharing: PauseSharing(store: pauses))
+///     $0.resilience.sharedBackoff = SharedBackoff(sharing: PauseSharing(storage: pauses))
 /// }
 /// ```
-public struct PostgresPauseStore: SharedPauseStore {
+public struct PostgresPauseStorage: SharedPauseStorage {
     /// The client of the database every process shares; the caller runs it.
     public let client: PostgresClient
     /// The table's name, a plain SQL identifier.
@@ -30,7 +30,7 @@ public struct PostgresPauseStore: SharedPauseStore {
     /// - Precondition: `table` is a plain SQL identifier: letters, digits and underscores, not
     ///   starting with a digit.
     public init(client: PostgresClient, table: String = "trellis_pauses", logger: Logger = Logger(label: "trellis.postgres")) {
-        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresPauseStore: \(table) is not a plain SQL identifier")
+        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresPauseStorage: \(table) is not a plain SQL identifier")
         self.client = client
         self.table = table
         self.logger = logger

@@ -1,11 +1,10 @@
 import NIOConcurrencyHelpers
-import NIOCore
 
 /// One attempt of a hedged call and the hedges sent after it, racing: the first answer wins,
 /// and the other attempts are cancelled.
 ///
 /// The first attempt runs in the caller's task, as it would without hedging. Beside it, a task
-/// the caller makes (``sendHedges()``) waits out the delay, on the client's timer, and sends
+/// the caller makes (``sendHedges()``) waits out the delay, on the client's clock's shared timer, and sends
 /// each hedge as a child task of its own: made by the caller, it has the caller's task-local
 /// values and priority, and so does every hedge. The caller cancels it when the call is
 /// decided or cancelled, which ends its wait and any hedge still out. It is not a child task
@@ -33,8 +32,6 @@ final class HedgeRace: Sendable {
         var failure: Result<Response<ResponseBody>, any Error>?
         /// The caller, once its own attempt has failed, waiting for a hedge to end.
         var waiting: CheckedContinuation<Response<ResponseBody>, any Error>?
-        /// The wait for the delay on the client's timer, until it passes or is cancelled.
-        var delayWait: (token: DeadlineTimer<HedgeRace>.Token, continuation: CheckedContinuation<Void, Never>)?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -128,42 +125,10 @@ final class HedgeRace: Sendable {
         }
     }
 
-    /// Returns when the delay has passed, or this task is cancelled.
+    /// Returns when the delay has passed, or this task is cancelled: on the clock's shared
+    /// timer, where a sleep per call would set a timer per call.
     private func delayPasses() async {
-        guard stage.delaysOnTheEventLoop else {
-            try? await stage.clock.sleep(for: delay)
-            return
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // Under the lock the handler below takes: cancelled before the wait is in place,
-                // the handler found nothing to end, so the wait must not start.
-                let cancelled = state.withLockedValue { state in
-                    guard !Task.isCancelled else { return true }
-                    state.delayWait = (stage.delays.watch(self, until: .now() + TimeAmount(delay)), continuation)
-                    return false
-                }
-                if cancelled { continuation.resume() }
-            }
-        } onCancel: {
-            let wait = state.withLockedValue { state in
-                defer { state.delayWait = nil }
-                return state.delayWait
-            }
-            if let wait {
-                stage.delays.unwatch(wait.token)
-                wait.continuation.resume()
-            }
-        }
-    }
-
-    /// From the client's timer: the delay has passed.
-    func delayPassed() {
-        let wait = state.withLockedValue { state in
-            defer { state.delayWait = nil }
-            return state.delayWait
-        }
-        wait?.continuation.resume()
+        await stage.context.clock.wait(for: delay)
     }
 
     /// Whether a hedge may go now: the call is not decided and the origin's retry budget
@@ -182,19 +147,19 @@ final class HedgeRace: Sendable {
         case .none:
             return false
         case .refused(let tokens):
-            call.observation?.resilienceEvent(.retryRefusedByBudget(origin: record.origin, tokens: tokens), for: request)
+            stage.context.report(.retryRefusedByBudget(origin: record.origin, tokens: tokens), request, call)
             return false
         case .send:
-            call.observation?.resilienceEvent(.hedgeSent(origin: record.origin, after: delay), for: request)
+            stage.context.report(.hedgeSent(origin: record.origin, after: delay), request, call)
             return true
         }
     }
 
     private func sendHedge() async {
-        let started = stage.clock.instant
+        let started = stage.context.clock.instant
         do {
             let response = try await next(request, call)
-            await hedgeAnswered(response, after: stage.clock.instant - started)
+            await hedgeAnswered(response, after: stage.context.clock.instant - started)
         } catch {
             hedgeFailed()
         }
@@ -244,6 +209,6 @@ final class HedgeRace: Sendable {
     }
 
     private func noteAnswerTime(_ latency: Duration) {
-        if case .percentile = stage.hedging.delay { record.latencies { $0.record(latency) } }
+        if case .percentile = stage.hedging.delay { record.withState(stage.latencies) { $0.record(latency) } }
     }
 }

@@ -1,5 +1,4 @@
 import HTTPTypes
-import Logging
 
 /// The call's retries, around everything that sends: each attempt goes down the rest of the
 /// pipeline again (its time limits, redirects, credentials, the transport).
@@ -9,30 +8,23 @@ import Logging
 /// whatever the retry policy.
 struct RetryStage: Stage {
     let policy: RetryPolicy
-    let logger: Logger
-    /// The client's origin records, looked up here once per call for every policy; their
-    /// retry budgets (``RetryBudget``), if on, must allow each retry.
+    let context: PolicyContext
+    /// The client's origin records, when a policy keeps state per origin: looked up here once
+    /// per call for every policy.
     let origins: OriginRecords?
-    /// The client's classifier, for a request's own policy that has none.
-    let clientFailures: FailureClassifier?
+    /// The origins' retry budgets, if on, which must allow each retry.
+    let budget: RetryBudget?
     /// What the client's policy retries, worked out once.
     private let failures: FailureClassifier
-    /// The client's clock, which waits are taken on.
-    let clock: any ClientClock
 
-    init(
-        policy: RetryPolicy,
-        logger: Logger,
-        origins: OriginRecords? = nil,
-        clientFailures: FailureClassifier? = nil,
-        clock: any ClientClock = SystemClock()
-    ) {
+    /// The retries of `policy`; `looksUpOrigins` when a policy around each attempt keeps
+    /// state per origin.
+    init(policy: RetryPolicy, budget: RetryBudget? = nil, looksUpOrigins: Bool = false, context: PolicyContext) {
         self.policy = policy
-        self.clock = clock
-        self.logger = logger
-        self.origins = origins
-        self.clientFailures = clientFailures
-        failures = policy.failures(clientWide: clientFailures)
+        self.context = context
+        self.budget = budget
+        origins = looksUpOrigins || budget != nil ? context.origins : nil
+        failures = context.failures(of: policy)!
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
@@ -51,7 +43,7 @@ struct RetryStage: Stage {
         }
         var policy = request.retryPolicy ?? self.policy
         if let maximumRetries { policy.maximumRetries = maximumRetries }
-        let failures = request.retryPolicy?.failures(clientWide: clientFailures) ?? self.failures
+        let failures = request.retryPolicy.flatMap(context.failures(of:)) ?? self.failures
         var replayedStaleConnection = false
         var replaysAfterLeftovers = 0
         var retry = 0
@@ -61,12 +53,12 @@ struct RetryStage: Stage {
             do {
                 let response = try await next(request, call)
                 guard retries, failures.isFailure(.answered(response.head)),
-                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited, now: clock.now),
+                    let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited, now: context.clock.now),
                     budgetAllows(request, call)
                 else { return response }
                 await response.body.discard()
                 wait = delay
-                logger.debug("\(RequestLog.summary(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
+                context.logger.debug("\(RequestLog.summary(request)): \(response.status.code), retry \(retry + 1) in \(delay)")
                 call.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .status(response.status), for: request)
             } catch {
                 // Only sending throws in here: a connection that may have been stale broke
@@ -75,25 +67,25 @@ struct RetryStage: Stage {
                     !replayedStaleConnection, request.canBeSentAgain
                 {
                     replayedStaleConnection = true
-                    logger.debug("\(RequestLog.summary(request)): \(error), sent again on a new connection")
+                    context.logger.debug("\(RequestLog.summary(request)): \(error), sent again on a new connection")
                     continue
                 }
                 if case TrellisError.connectionFailed(let failure) = error, failure.failedOnReusedConnection,
                     replaysAfterLeftovers < Self.maximumReplaysAfterLeftovers, request.canBeSentAgain
                 {
                     replaysAfterLeftovers += 1
-                    logger.debug("\(RequestLog.summary(request)): \(error), sent again on another connection")
+                    context.logger.debug("\(RequestLog.summary(request)): \(error), sent again on another connection")
                     continue
                 }
                 guard retries, let outcome = AttemptOutcome(failure: error), failures.isFailure(outcome),
-                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited, now: clock.now),
+                    let delay = policy.delay(beforeRetry: retry, after: nil, waitedSoFar: waited, now: context.clock.now),
                     budgetAllows(request, call)
                 else { throw error }
                 wait = delay
-                logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
+                context.logger.debug("\(RequestLog.summary(request)): \(error), retry \(retry + 1) in \(delay)")
                 call.observation?.retryScheduled(retry: retry + 1, delay: delay, cause: .error(error), for: request)
             }
-            try await clock.sleep(for: wait)
+            try await context.clock.sleep(for: wait)
             try Task.checkCancellation()
             waited += wait
             retry += 1
@@ -103,15 +95,15 @@ struct RetryStage: Stage {
     /// Whether the origin's retry budget, if the client has one, allows another attempt; a
     /// refusal is reported.
     private func budgetAllows(_ request: Request, _ call: CallContext) -> Bool {
-        guard let origins, let settings = origins.settings.retryBudget else { return true }
+        guard let origins, let budget else { return true }
         let record = origins.record(of: request, call)
         let origin = record.origin
-        let budget = record.retryAllowance(settings)
-        if !budget.allowed {
-            logger.debug("\(RequestLog.summary(request)): not retried, the retry budget of \(origin) is spent")
-            call.observation?.resilienceEvent(.retryRefusedByBudget(origin: origin, tokens: budget.tokens), for: request)
+        let allowance = record.retryAllowance(budget)
+        if !allowance.allowed {
+            context.logger.debug("\(RequestLog.summary(request)): not retried, the retry budget of \(origin) is spent")
+            context.report(.retryRefusedByBudget(origin: origin, tokens: allowance.tokens), request, call)
         }
-        return budget.allowed
+        return allowance.allowed
     }
 
     /// How many times a request that broke on the bytes a previous answer left on its pooled

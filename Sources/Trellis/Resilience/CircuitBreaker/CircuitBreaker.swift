@@ -45,7 +45,7 @@ public struct CircuitBreaker: Sendable {
     /// ``failureStatuses``.
     public var failureClassifier: FailureClassifier?
     /// Shares the circuit's openings with the other processes of a fleet, as pauses in a
-    /// ``SharedPauseStore`` (a store of their own, not the shared backoff's): when this
+    /// ``SharedPauseStorage`` (a store of their own, not the shared backoff's): when this
     /// process's circuit opens, every process refuses calls to the origin for the cool-down.
     /// Each process still probes and closes its own circuit. `nil` (the default) keeps the
     /// circuit in this process.
@@ -75,10 +75,9 @@ public struct CircuitBreaker: Sendable {
         self.failureClassifier = failureClassifier
         self.sharing = sharing
     }
+}
 
-    /// The attempts this breaker counts as failures: its own classifier, else the client's,
-    /// else broken attempts and the ``failureStatuses``.
-    func failures(clientWide: FailureClassifier?) -> FailureClassifier {
-        failureClassifier ?? clientWide ?? .brokenAttempts(or: failureStatuses)
-    }
+extension CircuitBreaker: FailureCountingPolicy {
+    /// Broken attempts, answers that are not valid HTTP, and the ``failureStatuses``.
+    var builtInFailures: FailureClassifier? { .server(failureStatuses) }
 }

@@ -4,7 +4,7 @@
 /// A store keeps one schedule per key: the time its next turn is due, as the generic cell
 /// rate algorithm does within one process, on a database every process reaches: one statement
 /// takes a batch of turns under the row's lock.
-public protocol RateLimitStore: Sendable {
+public protocol RateLimitStorage: Sendable {
     /// Takes the next `count` turns of `key`'s schedule under `limit`, for this process to
     /// use, and returns how long after this answer each may go (the first ones may be zero,
     /// after a quiet spell), in order. Turns taken are the caller's: the other processes get
@@ -16,7 +16,7 @@ public protocol RateLimitStore: Sendable {
     func hold(_ key: String, for duration: Duration, under limit: RateLimit) async throws
 }
 
-/// How a ``RateLimit`` shares its quota with other processes through a ``RateLimitStore``.
+/// How a ``RateLimit`` shares its quota with other processes through a ``RateLimitStorage``.
 ///
 /// Turns are taken from the store in batches of ``batch``, so that a request costs the store a
 /// round trip only once per batch. What a batch costs in precision: a process's turns are
@@ -26,48 +26,33 @@ public protocol RateLimitStore: Sendable {
 /// a process took but has no calls for are idle for the rest of the fleet until it has.
 ///
 /// ```swift
-/// let store: any RateLimitStore = accountQuotas   // on a database every process reaches
+/// let store: any RateLimitStorage = accountQuotas   // on a database every process reaches
 /// let client = Client(baseURL: url) {
 ///     $0.resilience.rateLimit = RateLimit(
 ///         requests: 100, per: .seconds(1),
-///         sharing: RateLimitSharing(store: store, batch: 5, whenStoreFails: .refuseCalls)
+///         sharing: RateLimitSharing(storage: store, batch: 5, whenStorageFails: .refuseCalls)
 ///     )
 /// }
 /// ```
 public struct RateLimitSharing: Sendable {
     /// Where the fleet's turns are kept.
-    public var store: any RateLimitStore
+    public var storage: any RateLimitStorage
     /// How many turns a process takes from the store at a time, at least 1.
     public var batch: Int
-    /// The longest each operation on the store may take; one that takes longer has failed.
-    public var timeLimit: Duration
-    /// What requests do while the store fails.
-    public var whenStoreFails: SharedStateFailure
-    /// After the store fails, how long the process goes without it before it tries again.
-    public var retryStoreAfter: Duration
+    /// The storage's time limit, what requests do while it fails, and when it is tried again.
+    public var settings: SharedStateSettings
 
-    /// Sharing through `store`, `batch` turns at a time.
+    /// Sharing through `storage`, `batch` turns at a time; the other settings are those of
+    /// ``SharedStateSettings``.
     public init(
-        store: any RateLimitStore,
+        storage: any RateLimitStorage,
         batch: Int = 10,
         timeLimit: Duration = .seconds(1),
-        whenStoreFails: SharedStateFailure = .continueInProcess,
-        retryStoreAfter: Duration = .seconds(1)
+        whenStorageFails: SharedStateFailure = .continueInProcess,
+        retryStorageAfter: Duration = .seconds(1)
     ) {
-        self.store = store
+        self.storage = storage
         self.batch = max(1, batch)
-        self.timeLimit = max(.milliseconds(1), timeLimit)
-        self.whenStoreFails = whenStoreFails
-        self.retryStoreAfter = max(.zero, retryStoreAfter)
+        settings = SharedStateSettings(timeLimit: timeLimit, whenStorageFails: whenStorageFails, retryStorageAfter: retryStorageAfter)
     }
-}
-
-/// What a policy shared by a fleet of processes does while the store it shares through fails
-/// (does not answer within its time limit, or answers with an error).
-public enum SharedStateFailure: Sendable, Equatable {
-    /// Go on with the process's own state, as if nothing were shared; an event
-    /// (``ResilienceEvent/sharedStateFailed(origin:policy:detail:)``) and a log line say so.
-    case continueInProcess
-    /// Refuse the calls the policy decides on, with ``TrellisError/callRefused(_:)``.
-    case refuseCalls
 }

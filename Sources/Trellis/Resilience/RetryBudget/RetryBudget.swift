@@ -39,6 +39,11 @@ public struct RetryBudget: Sendable {
     }
 }
 
+extension RetryBudget: FailureCountingPolicy {
+    /// None of its own: the budget counts what the call's retry policy retries.
+    var builtInFailures: FailureClassifier? { nil }
+}
+
 /// One origin's bucket of retry tokens.
 struct RetryTokens: OriginState {
     var tokens: Double
@@ -58,6 +63,6 @@ struct RetryTokens: OriginState {
 extension OriginRecord {
     /// Whether the origin's budget allows a retry or a hedge now, and the tokens it holds.
     func retryAllowance(_ budget: RetryBudget) -> (allowed: Bool, tokens: Double) {
-        self.budget { ($0.allowsRetry(budget), $0.tokens) }
+        withState(OriginStateKey<RetryTokens>(budget)) { ($0.allowsRetry(budget), $0.tokens) }
     }
 }

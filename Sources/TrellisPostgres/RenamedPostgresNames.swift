@@ -1,0 +1,31 @@
+#if Postgres
+public import Logging
+public import PostgresNIO
+public import Trellis
+
+// The names these storages had before every shared feature said "storage"; kept, deprecated,
+// so that code written against them still builds.
+
+@available(*, deprecated, renamed: "PostgresPauseStorage")
+public typealias PostgresPauseStore = PostgresPauseStorage
+
+@available(*, deprecated, renamed: "PostgresRateLimitStorage")
+public typealias PostgresRateLimitStore = PostgresRateLimitStorage
+
+extension PostgresAccessTokenStorage {
+    @available(*, deprecated, renamed: "init(client:table:timeLimit:lockWait:whenStorageFails:logger:)")
+    public convenience init(
+        client: PostgresClient,
+        table: String = "trellis_access_tokens",
+        timeLimit: Duration = .seconds(2),
+        lockWait: Duration? = nil,
+        whenDatabaseFails: SharedStateFailure,
+        logger: Logger = Logger(label: "trellis.postgres")
+    ) {
+        self.init(client: client, table: table, timeLimit: timeLimit, lockWait: lockWait, whenStorageFails: whenDatabaseFails, logger: logger)
+    }
+
+    @available(*, deprecated, renamed: "whenStorageFails")
+    public var whenDatabaseFails: SharedStateFailure { whenStorageFails }
+}
+#endif
