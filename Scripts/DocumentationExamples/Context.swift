@@ -58,6 +58,8 @@ public struct Album: Decodable, Sendable {}
 public struct Entry: Decodable, Sendable {}
 public struct Order: Encodable, Sendable {}
 public struct Receipt: Decodable, Sendable {}
+public struct Payment: Encodable, Sendable {}
+public let orderID = 42
 public struct Report: Decodable, Sendable {}
 public struct Comment: Decodable, Sendable {}
 public struct User: Decodable, Sendable {}

@@ -59,6 +59,17 @@ struct Endpoint {
     let cachePolicy: String?
     /// `@CompressedBody`.
     let compressesBody: Bool
+    /// `@IdempotencyKey`: a key drawn per call, or the value of a parameter.
+    let idempotencyKey: IdempotencyKeySource?
+
+    enum IdempotencyKeySource {
+        case perCall
+        case parameter(Parameter)
+
+        var parameterName: String? {
+            if case .parameter(let parameter) = self { parameter.name } else { nil }
+        }
+    }
     /// A conversation rather than one response: `@WebSocket`, or a function returning an
     /// `EventStream` or `JSONLines`.
     let stream: StreamKind?

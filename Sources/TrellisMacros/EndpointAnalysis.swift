@@ -271,6 +271,26 @@ extension Endpoint {
             }
         }
 
+        // Idempotency key
+        var idempotencyKey: IdempotencyKeySource?
+        if let attribute = attributes.first(where: { attributeName($0) == "IdempotencyKey" }) {
+            if attribute.arguments == nil || (attribute.arguments?.as(LabeledExprListSyntax.self)?.isEmpty ?? false) {
+                idempotencyKey = .perCall
+            } else if let parameterName = stringArgument(attribute, at: 0) {
+                if let found = parameter(named: parameterName.value) {
+                    idempotencyKey = .parameter(found)
+                } else {
+                    var fixIts: [FixIt] = []
+                    if let suggestion = Similarity.closest(to: parameterName.value, in: parameters.map(\.name)) {
+                        fixIts.append(replaceLiteral(parameterName.node, with: suggestion, message: "Use the parameter '\(suggestion)'"))
+                    }
+                    report(parameterName.node, "idempotencyKeyMissingParameter", "@IdempotencyKey names '\(parameterName.value)', but '\(name)' has no parameter of that name", fixIts: fixIts)
+                }
+            } else {
+                report(attribute, "idempotencyKeyNotLiteral", "@IdempotencyKey takes nothing (a key per call) or a parameter name as a string literal")
+            }
+        }
+
         // Timeout
         var timeout: String?
         if let attribute = attributes.first(where: { attributeName($0) == "Timeout" }) {
@@ -330,7 +350,9 @@ extension Endpoint {
             }
         }
 
-        let bound = Set(pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name].compactMap { $0 })
+        let bound = Set(
+            pathParameters.values.map(\.name) + headers.map(\.1.name) + [body?.name, idempotencyKey?.parameterName].compactMap { $0 }
+        )
         let queryParameters = parameters.filter { !bound.contains($0.name) }
 
         if let problem = staticProblem(function) {
@@ -360,6 +382,7 @@ extension Endpoint {
             timeout: timeout,
             cachePolicy: cachePolicy,
             compressesBody: attributes.contains { attributeName($0) == "CompressedBody" },
+            idempotencyKey: idempotencyKey,
             stream: stream
         )
     }

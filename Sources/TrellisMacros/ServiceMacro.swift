@@ -237,6 +237,11 @@ public struct ServiceMacro: PeerMacro, ExtensionMacro {
         if let timeout = endpoint.timeout { lines.append("__request.timeout = \(timeout)") }
         if let cachePolicy = endpoint.cachePolicy { lines.append("__request.cachePolicy = \(cachePolicy)") }
         if endpoint.compressesBody { lines.append("__request.compressesBody = true") }
+        switch endpoint.idempotencyKey {
+        case .parameter(let parameter): lines.append("__request.idempotencyKey = IdempotencyKey(String(describing: \(parameter.name)))")
+        case .perCall: lines.append("__request.idempotencyKey = .generated")
+        case nil: break
+        }
         switch (endpoint.download, endpoint.returnKind) {
         case _ where endpoint.stream != nil:
             switch endpoint.stream {

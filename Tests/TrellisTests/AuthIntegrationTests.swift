@@ -66,6 +66,20 @@ struct AuthIntegrationTests {
         }
     }
 
+    /// A keyed call refused for its token is replayed after the refresh with the same key: one
+    /// operation, whichever of its arrivals the server carries out.
+    @Test(arguments: TransportKind.allCases)
+    func theReplayAfterARefreshCarriesTheCallsIdempotencyKey(_ kind: TransportKind) async throws {
+        try await withBlog(kind) { blog, server, _ in
+            _ = try await blog.login(credentials: Credentials(user: "ada", password: "secret"))
+            server.expireAccessTokens()
+            _ = try await blog.placeOrder()
+            let keys = server.state.withLockedValue { $0.orderKeys }
+            #expect(keys.count == 2 && Set(keys).count == 1 && keys[0] != "none", "refused, then replayed, under one key: \(keys)")
+            #expect(server.refreshCalls == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aTokenKnownToBeExpiredIsRefreshedBeforeSending(_ kind: TransportKind) async throws {
         try await withBlog(kind) { blog, server, _ in

@@ -286,6 +286,7 @@ public final class Client: Sendable {
                 headerFields: response.headerFields,
                 body: Data(buffer: response.body),
                 request: RequestLog.summary(request),
+                idempotencyKey: response.sentIdempotencyKey,
                 decoder: decoder
             )
         )

@@ -54,6 +54,11 @@ extension Client {
         /// Policies that span calls to an origin: a retry budget, a circuit breaker, a
         /// concurrency limit, shared backoff, hedging and coalescing. None by default.
         public var resilience = Resilience()
+        /// Which calls carry an idempotency key without one of their own (``IdempotencyKey-swift.struct``):
+        /// `nil`, the default, keys only the requests and endpoints that ask for one; settings
+        /// key every call of their methods (`POST` and `PATCH`), which retries, hedges and
+        /// resends then treat as safe to send again.
+        public var idempotencyKeys: IdempotencyKeySettings?
         /// The time the client reads and waits on, for every policy that keeps time: retries'
         /// waits, the breaker, the shared pause, the concurrency limit, hedging and the cache's
         /// ages. A test sets `TrellisTesting`'s `ManualClock` to move it by hand.

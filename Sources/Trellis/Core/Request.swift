@@ -46,6 +46,12 @@ public struct Request: Sendable {
     public var preconditions: [RequestPrecondition] = []
     /// Checks of this request's buffered response, after the client's.
     public var validations: [ResponseValidation] = []
+    /// The key this call sends in `Idempotency-Key` on every attempt, which makes it safe to
+    /// send again (``IdempotencyKey-swift.struct``); `nil` keys it only when the client keys its method
+    /// (``Client/Configuration-swift.struct/idempotencyKeys``).
+    public var idempotencyKey: IdempotencyKey?
+    /// The key the call's ``IdempotencyKeyStage`` drew and sends; set below that stage only.
+    var sentIdempotencyKey: String?
     /// Query parameter names whose values logs, events and errors redact, beyond the
     /// well-known ones (`access_token`, `api_key`, ...). An ``APIKey`` sent in a query
     /// parameter adds its name.
@@ -142,10 +148,11 @@ public struct Request: Sendable {
     /// `scheme://host:port`, the unit credentials are scoped to.
     var origin: String { Self.origin(scheme: head.scheme ?? "https", authority: head.authority ?? "") }
 
-    /// Whether sending this request a second time cannot do harm: its method is idempotent and
-    /// its body can be sent again. Retries, hedges and the replay of a stale connection ask.
+    /// Whether sending this request a second time cannot do harm: its method is idempotent, or
+    /// it carries an idempotency key, and its body can be sent again. Retries, hedges and the
+    /// replay of a stale connection ask.
     var canBeSentAgain: Bool {
-        method.isIdempotent && (body?.isReplayable ?? true)
+        (method.isIdempotent || sentIdempotencyKey != nil) && (body?.isReplayable ?? true)
     }
 
     /// `scheme://host:port` with the port spelled out, so `https://a` and `https://a:443`

@@ -10,6 +10,9 @@ public struct Response<Body> {
     public var head: HTTPResponse
     /// The body.
     public var body: Body
+    /// The idempotency key the call sent, set on the way back by ``IdempotencyKeyStage`` so
+    /// that the call's error can name it.
+    var sentIdempotencyKey: String?
 
     /// Creates a response from its head and body.
     public init(head: HTTPResponse, body: Body) {
@@ -31,7 +34,9 @@ public struct Response<Body> {
 
     /// The same head with another body.
     public func withBody<Other>(_ body: Other) -> Response<Other> {
-        Response<Other>(head: head, body: body)
+        var response = Response<Other>(head: head, body: body)
+        response.sentIdempotencyKey = sentIdempotencyKey
+        return response
     }
 }
 

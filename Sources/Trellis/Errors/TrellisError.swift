@@ -90,14 +90,17 @@ public struct HTTPStatusFailure: Sendable, CustomStringConvertible {
     public let body: Data
     /// The method and URL of the request, for messages and logs.
     public let request: String
+    /// The idempotency key the call sent, if it was keyed (``IdempotencyKey-swift.struct``).
+    public let idempotencyKey: String?
 
     let decoder: JSONDecoder
 
-    init(status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, request: String, decoder: JSONDecoder) {
+    init(status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, request: String, idempotencyKey: String? = nil, decoder: JSONDecoder) {
         self.status = status
         self.headerFields = headerFields
         self.body = body
         self.request = request
+        self.idempotencyKey = idempotencyKey
         self.decoder = decoder
     }
 
@@ -132,7 +135,23 @@ public struct HTTPStatusFailure: Sendable, CustomStringConvertible {
         } else if !body.isEmpty {
             text += ": " + BodyExcerpt.make(body)
         }
+        if let meaning = idempotencyMeaning { text += " (\(meaning))" }
         return text
+    }
+
+    /// What the status means for a keyed call, or for a call the server wanted keyed, as the
+    /// idempotency-key draft gives it.
+    private var idempotencyMeaning: String? {
+        switch (status.code, idempotencyKey) {
+        case (409, let key?):
+            "the first request with idempotency key \(key) was still in progress when the call's wait for it ran out"
+        case (422, let key?):
+            "with an idempotency key, 422 means the key \(key) was used before for a different request: a new operation needs a new key"
+        case (400, nil) where String(decoding: body, as: UTF8.self).lowercased().contains("idempotency"):
+            "the server asks for an idempotency key: key the call (Request.idempotencyKey, @IdempotencyKey, or the client's idempotencyKeys)"
+        default:
+            nil
+        }
     }
 }
 

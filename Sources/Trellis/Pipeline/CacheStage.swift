@@ -37,7 +37,8 @@ struct CacheStage: Stage {
             return response
         }
         let fields = request.headerFields
-        guard fields[.ifNoneMatch] == nil, fields[.ifModifiedSince] == nil, fields[.range] == nil else {
+        // A keyed call is an operation of its own: it neither takes a stored answer nor stores one.
+        guard fields[.ifNoneMatch] == nil, fields[.ifModifiedSince] == nil, fields[.range] == nil, request.sentIdempotencyKey == nil else {
             return try await next(request, call)
         }
         let key = request.urlString

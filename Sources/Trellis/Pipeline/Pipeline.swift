@@ -53,6 +53,10 @@ final class Pipeline: Sendable {
         // and the retries; each attempt with its hedges, the resilience policies of its
         // origin and its time limits.
         stages.append(ObservationStage(settings: configuration.observability))
+        stages.append(IdempotencyKeyStage(
+            settings: configuration.idempotencyKeys ?? IdempotencyKeySettings(), keysMethods: configuration.idempotencyKeys != nil,
+            clock: configuration.clock, logger: configuration.logger
+        ))
         stages += callMiddlewares
         stages.append(PreconditionStage(preconditions: configuration.validation.preconditions))
         stages.append(ValidationStage(

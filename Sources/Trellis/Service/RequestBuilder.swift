@@ -33,6 +33,8 @@ public struct _RequestBuilder {
     public var cachePolicy: CachePolicy?
     /// `@CompressedBody`: whether the body is sent gzipped.
     public var compressesBody = false
+    /// `@IdempotencyKey`: the key the call sends on every attempt.
+    public var idempotencyKey: IdempotencyKey?
 
     private var formFields: [(name: String, value: String)]?
     private let encoder: JSONEncoder
@@ -333,6 +335,7 @@ public struct _RequestBuilder {
         }
         if let cachePolicy { request.cachePolicy = cachePolicy }
         if compressesBody { request.compressesBody = true }
+        request.idempotencyKey = idempotencyKey
         return request
     }
 

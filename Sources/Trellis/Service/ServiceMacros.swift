@@ -138,6 +138,27 @@ public macro Service(url: String) = #externalMacro(module: "TrellisMacros", type
 @available(*, deprecated, renamed: "Retry(maximumRetries:retriesNonIdempotentMethods:)")
 @attached(peer) public macro Retry(max: Int, retriesNonIdempotentMethods: Bool = false) = #externalMacro(module: "TrellisMacros", type: "HTTPMethodMacro")
 
+/// Keys every call of the endpoint (``IdempotencyKey-swift.struct``): each call sends a new random key in
+/// `Idempotency-Key` on every attempt, and is retried, hedged and resent like a `GET`.
+///
+/// ```swift
+/// @POST("/orders") @Body("order")
+/// @IdempotencyKey
+/// func placeOrder(order: Order) async throws -> Receipt
+/// ```
+@attached(peer) public macro IdempotencyKey() = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")
+
+/// Keys every call of the endpoint with the value of its parameter named `parameter`
+/// (``IdempotencyKey-swift.struct/init(_:)``), for keys tied to records of your own: calls with the same
+/// value are one operation for the server. The parameter is sent only as the key.
+///
+/// ```swift
+/// @POST("/payments") @Body("payment")
+/// @IdempotencyKey("paymentID")
+/// func pay(paymentID: String, payment: Payment) async throws -> Receipt
+/// ```
+@attached(peer) public macro IdempotencyKey(_ parameter: String) = #externalMacro(module: "TrellisMacros", type: "MarkerMacro")
+
 /// How the endpoint uses the client's ``HTTPCache``, in place of HTTP's rules
 /// (``CachePolicy/useCache``).
 ///

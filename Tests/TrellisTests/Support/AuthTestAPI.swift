@@ -47,6 +47,9 @@ protocol SecureBlog {
 
     @GET("/away") @RequiresAccessToken
     func away(to: String) async throws -> Echo
+
+    @POST("/orders") @RequiresAccessToken @IdempotencyKey
+    func placeOrder() async throws -> User
 }
 
 @Service
@@ -83,6 +86,8 @@ final class AuthServer: Sendable {
         var rejectEverything = false
         var expiresIn: Double = 3600
         var presentedTokens: [String] = []
+        /// The `Idempotency-Key` of each `POST /orders`, refused or not.
+        var orderKeys: [String] = []
     }
 
     let state = NIOLockedValueBox(State())
@@ -157,6 +162,11 @@ final class AuthServer: Sendable {
             var request = request
             let note = try await request.collectBody(upTo: 1 << 20)
             return try TestRoutes.json(User(name: String(buffer: note), token: token))
+        }
+        router.post("orders") { request, _ in
+            self.state.withLockedValue { $0.orderKeys.append(request.headers[HTTPField.Name("Idempotency-Key")!] ?? "none") }
+            guard let token = self.authenticate(request) else { return self.unauthorized() }
+            return try TestRoutes.json(User(name: "order", token: token))
         }
         router.get("away") { request, _ in
             guard self.authenticate(request) != nil else { return self.unauthorized() }

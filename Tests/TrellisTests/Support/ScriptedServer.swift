@@ -18,6 +18,8 @@ final class ScriptedServer: StoppableTestServer {
         let target: String
         /// Which request of its connection this was, from 1.
         let numberOnConnection: Int
+        /// The body, as sent.
+        var body: [UInt8] = []
         /// How many reads of the connection carried its bytes: 1 when its head and body came
         /// in one segment.
         var reads = 1
@@ -40,6 +42,11 @@ final class ScriptedServer: StoppableTestServer {
 
     /// What a script returns to answer nothing and keep the connection open: a server that stalls.
     static let noAnswer = "\u{0}no answer"
+
+    /// What a script returns to write `answer` and then close the connection: with an answer
+    /// cut short of its `Content-Length`, a connection that breaks in the middle of a response.
+    static func thenClose(_ answer: String) -> String { closeMark + answer }
+    private static let closeMark = "\u{0}close\u{0}"
 
     /// What a script returns to hold `answer` back until the test calls ``releaseHeld()``.
     static func held(_ answer: String) -> String { heldMark + answer }
@@ -161,6 +168,7 @@ final class ScriptedServer: StoppableTestServer {
                     method: words.first.map(String.init) ?? "",
                     target: words.dropFirst().first.map(String.init) ?? "/",
                     numberOnConnection: requestsOnConnection,
+                    body: request.body,
                     reads: readsOfThisRequest
                 )
                 readsOfThisRequest = buffered.isEmpty ? 0 : 1
@@ -179,6 +187,11 @@ final class ScriptedServer: StoppableTestServer {
                 if answer == ScriptedServer.noAnswer { continue }
                 guard !answer.isEmpty else {
                     context.close(promise: nil)
+                    return
+                }
+                if answer.hasPrefix(ScriptedServer.closeMark) {
+                    let written = ByteBuffer(string: String(answer.dropFirst(ScriptedServer.closeMark.count)))
+                    context.writeAndFlush(wrapOutboundOut(written)).whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
                     return
                 }
                 context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer)), promise: nil)

@@ -10,7 +10,9 @@ struct CoalescingStage: Stage {
     let calls: InFlightCalls
 
     func isNeeded(for request: Request, _ call: CallContext) -> Bool {
+        // A keyed call is an operation of its own, whatever it shares with another.
         call.bufferLimit != nil && !call.isHedge && (request.method == .get || request.method == .head) && request.body == nil
+            && request.sentIdempotencyKey == nil
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {

@@ -52,7 +52,9 @@ struct RetryStage: Stage {
             let wait: Duration
             do {
                 let response = try await next(request, call)
-                guard retries, failures.isFailure(.answered(response.head)),
+                // A keyed call's 422 says its key was used for another request: sending it
+                // again cannot help, whatever the classifier counts.
+                guard retries, request.sentIdempotencyKey == nil || response.status.code != 422, failures.isFailure(.answered(response.head)),
                     let delay = policy.delay(beforeRetry: retry, after: response.head, waitedSoFar: waited, now: context.clock.now),
                     budgetAllows(request, call)
                 else { return response }
