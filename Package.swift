@@ -18,9 +18,14 @@ let package = Package(
         .library(name: "TrellisOpenAPI", targets: ["TrellisOpenAPI"]),
         // Policies shared by a fleet of processes through PostgreSQL; needs the Postgres trait.
         .library(name: "TrellisPostgres", targets: ["TrellisPostgres"]),
+        // The outbox's calls in an SQLite file; needs the SQLite trait.
+        .library(name: "TrellisSQLite", targets: ["TrellisSQLite"]),
     ],
     // Off by default: an app that does not enable it resolves no PostgreSQL client.
-    traits: [.trait(name: "Postgres", description: "TrellisPostgres: a rate limit, pauses, access tokens and the HTTP cache shared by a fleet through PostgreSQL (postgres-nio)")],
+    traits: [
+        .trait(name: "Postgres", description: "TrellisPostgres: a rate limit, pauses, access tokens and the HTTP cache shared by a fleet through PostgreSQL (postgres-nio)"),
+        .trait(name: "SQLite", description: "TrellisSQLite: the outbox's calls in an SQLite file (sqlite-nio)"),
+    ],
     dependencies: [
         .package(url: "https://github.com/swiftlang/swift-syntax.git", "602.0.0"..<"604.0.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -42,6 +47,9 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         // TrellisPostgres only, under the Postgres trait.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // TrellisSQLite only, under the SQLite trait: SQLite carried with the package, on
+        // SwiftNIO's thread pool.
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         // Tests only: the in-process test server. SwiftPM resolves no test-only dependency
         // for an app that depends on Trellis; the demo and the benchmarks, whose servers would
         // count, are packages of their own (`Demo/`, `Benchmarks/`).
@@ -121,6 +129,17 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "TrellisSQLite",
+            dependencies: [
+                "Trellis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio", condition: .when(traits: ["SQLite"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "TrellisOpenAPI",
             dependencies: [
                 "Trellis",
@@ -160,6 +179,7 @@ let package = Package(
             dependencies: [
                 "Trellis",
                 "TrellisPostgres",
+                "TrellisSQLite",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
             ],
             path: "Tests/FleetWorker",
@@ -192,6 +212,7 @@ let package = Package(
                 "TrellisOpenAPI",
                 "TrellisOpenAPIFixture",
                 "TrellisPostgres",
+                "TrellisSQLite",
                 "trellis-fleet-worker",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),

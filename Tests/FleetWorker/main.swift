@@ -15,6 +15,11 @@
 //
 // then prints how many calls were answered and how many failed, with the first failure. And:
 //
+//   outbox SQLITE_FILE SERVER_URL COUNT [GATE_FILE]
+//     once GATE_FILE exists (at once without one), delivers the outbox kept in SQLITE_FILE to
+//     SERVER_URL, after enqueueing COUNT orders (`POST /orders`, keyed `call-N`, in eight
+//     lanes), printing `enqueued N` as each enqueue returns; prints `drained` and exits once
+//     nothing is left to deliver;
 //   url-session URL PLAIN_HTTP_POLICY
 //     makes one call to URL over URLSessionTransport, with `allowed` or `refusedExceptLoopback`
 //     as its plain-HTTP policy, and prints `answered STATUS` or `failed ERROR`. The proxy
@@ -38,6 +43,38 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "url-session", 
     }
     exit(0)
 }
+
+#if SQLite
+import TrellisSQLite
+
+if (5...6).contains(CommandLine.arguments.count), CommandLine.arguments[1] == "outbox", let url = URL(string: CommandLine.arguments[3]),
+    let count = Int(CommandLine.arguments[4])
+{
+    if CommandLine.arguments.count == 6 {
+        while !FileManager.default.fileExists(atPath: CommandLine.arguments[5]) { try await Task.sleep(for: .milliseconds(1)) }
+    }
+    let storage = try await SQLiteOutboxStorage(path: CommandLine.arguments[2])
+    let client = Client(baseURL: url) { $0.timeouts.request = .seconds(10) }
+    let outbox = Outbox(
+        client: client, storage: storage,
+        settings: OutboxSettings(initialDelay: .milliseconds(10), maximumDelay: .milliseconds(200), concurrency: 4)
+    )
+    let delivery = Task { try await outbox.run() }
+    for number in 0..<count {
+        var request = try Request(method: .post, url: url.appending(path: "orders"))
+        request.body = RequestBody(#"{"item":"\#(number)"}"#, contentType: "application/json")
+        request.idempotencyKey = IdempotencyKey("call-\(number)")
+        try await outbox.enqueue(request, lane: "lane-\(number % 8)")
+        // Written at once, not buffered: the test reads which enqueues returned after a kill.
+        FileHandle.standardOutput.write(Data("enqueued \(number)\n".utf8))
+    }
+    // A worker process's own wait, not a test's: it looks at what is left every 20 ms.
+    while try await !outbox.pending().isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+    delivery.cancel()
+    FileHandle.standardOutput.write(Data("drained\n".utf8))
+    exit(0)
+}
+#endif
 
 #if Postgres
 import PostgresNIO

@@ -25,6 +25,9 @@ final class IdempotentServer: Sendable {
 
     private struct State {
         var orders: [String: Order] = [:]
+        /// The keys in the order their orders were carried out.
+        var carriedOut: [String] = []
+        var arrivals = 0
         var effects = 0
         var conflicts = 0
         var mismatches = 0
@@ -43,6 +46,10 @@ final class IdempotentServer: Sendable {
 
     /// How many orders were carried out.
     var effects: Int { state.withLockedValue { $0.effects } }
+    /// The keys of the orders carried out, in the order they were.
+    var carriedOut: [String] { state.withLockedValue { $0.carriedOut } }
+    /// How many orders arrived, first arrivals and repeats.
+    var arrivals: Int { state.withLockedValue { $0.arrivals } }
     /// How many arrivals were answered `409`, and `422`.
     var conflicts: Int { state.withLockedValue { $0.conflicts } }
     var mismatches: Int { state.withLockedValue { $0.mismatches } }
@@ -67,8 +74,10 @@ final class IdempotentServer: Sendable {
             case otherPayload
         }
         let step = state.withLockedValue { state -> Step in
+            state.arrivals += 1
             guard var order = state.orders[key] else {
                 state.effects += 1
+                state.carriedOut.append(key)
                 state.orders[key] = Order(payload: received.body, number: state.effects, inProgressLeft: inProgressArrivals)
                 return .carriedOut(state.effects)
             }

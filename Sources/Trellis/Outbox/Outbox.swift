@@ -1,0 +1,230 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+
+/// Calls that change something, kept in durable storage until the server gives them a final
+/// answer: a call handed to ``enqueue(_:lane:)`` is stored before it returns, then delivered in
+/// the background through the client's own pipeline (tokens, rate limit, breaker, pauses,
+/// retries) with its idempotency key, and delivered again after a crash or a restart.
+///
+/// ```swift
+/// let outbox = Outbox(client: client, storage: try await SQLiteOutboxStorage(path: "outbox.sqlite"))
+/// let delivery = Task { try await outbox.run() }
+/// let id = try await outbox.enqueue(request, lane: "account-42")
+/// for await outcome in outbox.outcomes { … }
+/// ```
+///
+/// Calls of one lane are delivered in the order they were enqueued, each after the one before
+/// has its final answer; lanes go independently, ``OutboxSettings/concurrency`` at once. A call
+/// the server refuses for good (a `4xx` other than `408`, `409`, `425` and `429`), or that fails
+/// ``OutboxSettings/maximumAttempts`` times or grows older than ``OutboxSettings/maximumAge``, is
+/// a dead letter (``deadLetters()``), kept with the answer, until removed or retried.
+///
+/// Each delivery sends the call's idempotency key, the same after a crash: on a server that
+/// honours it, a call delivered twice (its answer lost, or the process killed before it could
+/// record it) is carried out once. See <doc:CallsThatMustNotBeLost>.
+public final class Outbox: Sendable {
+    private let client: Client
+    private let storage: any OutboxStorage
+    private let settings: OutboxSettings
+    private let logger: Logger
+    private let wakeups = Wakeups()
+    private let outcomeSink: AsyncStream<OutboxOutcome>.Continuation
+
+    /// Each call's final answer as it comes: delivered, or a dead letter. For one consumer; what
+    /// nobody reads is kept, up to the newest 1,000.
+    public let outcomes: AsyncStream<OutboxOutcome>
+
+    /// An outbox that keeps its calls in `storage` and delivers them through `client`.
+    public init(client: Client, storage: any OutboxStorage, settings: OutboxSettings = OutboxSettings()) {
+        self.client = client
+        self.storage = storage
+        self.settings = settings
+        logger = client.configuration.logger
+        (outcomes, outcomeSink) = AsyncStream.makeStream(of: OutboxOutcome.self, bufferingPolicy: .bufferingNewest(1000))
+    }
+
+    /// Stores `request` to be delivered in `lane`, and returns its id once it is stored durably.
+    ///
+    /// The call's key is its ``Request/idempotencyKey`` (drawn now, for `.generated`), or a new
+    /// one.
+    ///
+    /// - Throws: ``OutboxError`` when the outbox is full, the body is larger than the limit or
+    ///   is a stream, or the storage fails; ``TrellisError/invalidRequest(_:)`` for a key that
+    ///   cannot be sent. Nothing is stored then.
+    @discardableResult
+    public func enqueue(_ request: Request, lane: String = "") async throws -> Int64 {
+        let body: Data?
+        switch request.body?.storage {
+        case nil: body = nil
+        case .bytes(let buffer): body = Data(buffer: buffer)
+        case .stream, .replayableStream:
+            throw OutboxError(.bodyCannotBeStored, "\(RequestLog.summary(request)) has a streamed body, which cannot be stored to be sent again; give it as bytes")
+        }
+        if let body, body.count > settings.maximumPayloadSize {
+            throw OutboxError(.payloadTooLarge, "the body of \(RequestLog.summary(request)) is \(body.count) bytes, more than the \(settings.maximumPayloadSize) the outbox stores")
+        }
+        let key = (request.idempotencyKey ?? .generated).draw()
+        if let problem = IdempotencyKey.problem(with: key) {
+            throw TrellisError.invalidRequest(InvalidRequest(.header(IdempotencyKeySettings.draftFieldName.rawName), problem))
+        }
+        let entry = OutboxEntry(
+            id: 0, lane: lane, method: request.method, url: request.urlString, headerFields: request.headerFields,
+            body: body, idempotencyKey: key, enqueuedAt: client.configuration.clock.now
+        )
+        let stored: OutboxEntry?
+        do {
+            stored = try await storage.insert(entry, limit: settings.maximumEntries)
+        } catch let error as OutboxError {
+            throw error
+        } catch {
+            throw OutboxError(.storageFailed, "its storage failed to store \(RequestLog.summary(request)): \(error)")
+        }
+        guard let stored else {
+            throw OutboxError(.full, "it holds \(settings.maximumEntries) calls already (maximumEntries); \(RequestLog.summary(request)) was not stored")
+        }
+        wakeups.signal()
+        return stored.id
+    }
+
+    /// The calls waiting or being delivered, in order.
+    public func pending() async throws -> [OutboxEntry] {
+        try await storage.entries(deadLetters: false)
+    }
+
+    /// The calls that will not be sent again, with why and, for a refusal, the server's answer.
+    public func deadLetters() async throws -> [OutboxEntry] {
+        try await storage.entries(deadLetters: true)
+    }
+
+    /// Removes a call, waiting or dead.
+    public func remove(_ id: Int64) async throws {
+        try await storage.remove(id)
+    }
+
+    /// Sends a dead letter again, its attempts counted from zero.
+    public func retry(_ id: Int64) async throws {
+        try await storage.revive(id)
+        wakeups.signal()
+    }
+
+    /// Delivers the stored calls, and those enqueued meanwhile, until the task is cancelled.
+    /// Calls a process died delivering are delivered again first, with their keys. Run one per
+    /// outbox.
+    public func run() async throws {
+        try await storage.releaseClaims()
+        await withDiscardingTaskGroup { group in
+            for _ in 0..<settings.concurrency {
+                group.addTask { await self.deliverWhileRunning() }
+            }
+        }
+    }
+
+    /// One of ``run()``'s deliverers: claims the next call due, delivers it, and waits when
+    /// none is due.
+    private func deliverWhileRunning() async {
+        let clock = client.configuration.clock
+        while !Task.isCancelled {
+            let seen = wakeups.generation
+            let entry: OutboxEntry?
+            do {
+                entry = try await storage.claimNext(at: clock.now)
+            } catch {
+                logger.warning("[Trellis] the outbox could not read its storage (\(error)); it tries again in a second")
+                await wakeups.wait(after: seen, atMost: .seconds(1), on: clock)
+                continue
+            }
+            guard let entry else {
+                let due = try? await storage.nextDue()
+                let wait = due.map { Duration.saturating(seconds: $0.timeIntervalSince(clock.now)) } ?? .seconds(60)
+                await wakeups.wait(after: seen, atMost: min(max(wait, .milliseconds(1)), .seconds(60)), on: clock)
+                continue
+            }
+            await deliver(entry)
+        }
+    }
+
+    /// Sends `entry` once through the client, and records how it ended.
+    private func deliver(_ entry: OutboxEntry) async {
+        let clock = client.configuration.clock
+        if clock.now.timeIntervalSince(entry.enqueuedAt) > settings.maximumAge.inSeconds {
+            await deadLetter(entry, reason: "older than maximumAge (\(settings.maximumAge)) before it was delivered", answer: nil)
+            return
+        }
+        let response: Response<Data>
+        do {
+            response = try await client.data(for: request(of: entry), accepting: Set(100...599))
+        } catch is CancellationError {
+            return
+        } catch TrellisError.invalidRequest(let invalid) {
+            await deadLetter(entry, reason: "it cannot be sent: \(invalid)", answer: nil)
+            return
+        } catch TrellisError.callRefused(let refusal) {
+            await retryLater(entry, failure: "\(refusal)", after: refusal.retryAt.map { Duration.saturating(seconds: $0.timeIntervalSince(clock.now)) })
+            return
+        } catch {
+            if Task.isCancelled { return }
+            await retryLater(entry, failure: "\(error)", after: nil)
+            return
+        }
+        let code = response.status.code
+        switch code {
+        case 200..<400:
+            do {
+                try await storage.delivered(entry.id)
+            } catch {
+                // Delivered again after a restart, under its key: the server answers from what it stored.
+                logger.warning("[Trellis] the outbox could not record the delivery of \(entry.id) (\(error)); it may be sent again, with its key")
+            }
+            outcomeSink.yield(.delivered(id: entry.id, status: response.status))
+        case 408, 409, 425, 429, 500...:
+            let asked = response.headerFields[.retryAfter].flatMap { RetryAfter.delay($0, now: clock.now) }
+            await retryLater(entry, failure: "answered \(code) \(response.status.reasonPhrase)", after: asked)
+        default:
+            await deadLetter(entry, reason: "the server refused it: \(code) \(response.status.reasonPhrase)", answer: response)
+        }
+    }
+
+    /// The request `entry` stands for, with its key.
+    private func request(of entry: OutboxEntry) throws -> Request {
+        guard let url = URL(string: entry.url) else {
+            throw TrellisError.invalidRequest(InvalidRequest(.url, "the stored URL \(entry.url) does not parse"))
+        }
+        var request = try Request(method: entry.method, url: url, headerFields: entry.headerFields)
+        // The stored fields carry the content type already.
+        request.body = entry.body.map { RequestBody($0, contentType: nil) }
+        request.idempotencyKey = IdempotencyKey(entry.idempotencyKey)
+        return request
+    }
+
+    /// Makes `entry` due again after its backoff (or `asked`), or a dead letter past the limits.
+    private func retryLater(_ entry: OutboxEntry, failure: String, after asked: Duration?) async {
+        let attempts = entry.attempts + 1
+        guard attempts < settings.maximumAttempts else {
+            await deadLetter(entry, reason: "\(attempts) deliveries failed (maximumAttempts), the last: \(failure)", answer: nil)
+            return
+        }
+        let backoff = settings.initialDelay * (1 << min(attempts - 1, 30))
+        let wait = max(asked ?? .zero, min(backoff, settings.maximumDelay))
+        let notBefore = client.configuration.clock.now.addingTimeInterval(wait.inSeconds)
+        do {
+            try await storage.reschedule(entry.id, notBefore: notBefore, failure: failure)
+        } catch {
+            logger.warning("[Trellis] the outbox could not reschedule \(entry.id) (\(error)); it is delivered again when the outbox next starts")
+        }
+    }
+
+    private func deadLetter(_ entry: OutboxEntry, reason: String, answer: Response<Data>?) async {
+        do {
+            try await storage.deadLetter(entry.id, reason: reason, answer: answer)
+        } catch {
+            logger.warning("[Trellis] the outbox could not keep \(entry.id) as a dead letter (\(error)); it is tried again when the outbox next starts")
+            return
+        }
+        var dead = entry
+        dead.lastFailure = reason
+        dead.finalAnswer = answer
+        outcomeSink.yield(.deadLettered(dead))
+    }
+}

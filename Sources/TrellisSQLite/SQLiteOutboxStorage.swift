@@ -1,0 +1,259 @@
+#if SQLite
+public import Foundation
+import HTTPTypes
+public import Logging
+import NIOCore
+import SQLiteNIO
+public import Trellis
+
+/// An ``Trellis/Outbox``'s calls in an SQLite file (through vapor/sqlite-nio, which carries its
+/// own SQLite): the embedded storage, for one process or an app.
+///
+/// The file is in write-ahead-log mode with `synchronous = FULL`: each stored call is in the
+/// log and the log is flushed to the disk before ``Trellis/Outbox/enqueue(_:lane:)`` returns,
+/// so a call survives the process killed and the machine's power cut, not only a crash of the
+/// app. (`NORMAL`, SQLite's usual setting in that mode, is safe from a crash of the process but
+/// may lose the last calls to a power cut.) Each operation is one statement, atomic.
+///
+/// ```swift
+/// let storage = try await SQLiteOutboxStorage(path: directory.appending(path: "outbox.sqlite").path)
+/// let outbox = Outbox(client: client, storage: storage)
+/// ```
+public final class SQLiteOutboxStorage: OutboxStorage {
+    private let connection: SQLiteConnection
+    private let path: String
+
+    /// Opens (or creates) the outbox in the SQLite file at `path`.
+    ///
+    /// - Parameter lockWait: how long a statement waits for a lock another process holds on
+    ///   the file before it fails.
+    /// - Throws: ``Trellis/OutboxError`` (``Trellis/OutboxError/Reason/storageFailed``) when the
+    ///   file cannot be opened, is not an SQLite database or is damaged, or is a database of
+    ///   something else.
+    public init(path: String, lockWait: Duration = .seconds(5), logger: Logger = Logger(label: "trellis.sqlite")) async throws {
+        self.path = path
+        do {
+            connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        } catch {
+            throw OutboxError(.storageFailed, "could not open the SQLite file \(path): \(error)")
+        }
+        do {
+            try await prepare(lockWait: lockWait)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    /// `'TRLS'`: marks a file as a Trellis outbox, so that another program's database is not
+    /// taken for one.
+    private static let applicationID = 0x5452_4C53
+
+    private func prepare(lockWait: Duration) async throws {
+        let id: Int
+        do {
+            _ = try await connection.query("PRAGMA busy_timeout = \(Int(lockWait / .milliseconds(1)))")
+            id = try await connection.query("PRAGMA application_id").first?.column("application_id")?.integer.map { Int($0) } ?? 0
+        } catch {
+            throw OutboxError(.storageFailed, "\(path) is not an SQLite database, or it is damaged: \(error)")
+        }
+        if id != Self.applicationID {
+            let tables = try await run("read the tables of") { try await self.connection.query("SELECT count(*) AS n FROM sqlite_master") }
+            guard id == 0, tables.first?.column("n")?.integer == 0 else {
+                throw OutboxError(.storageFailed, "\(path) is a database of something else (application id \(id)), not a Trellis outbox")
+            }
+        }
+        try await run("set up") {
+            _ = try await self.connection.query("PRAGMA journal_mode = WAL")
+            _ = try await self.connection.query("PRAGMA synchronous = FULL")
+            _ = try await self.connection.query("""
+                CREATE TABLE IF NOT EXISTS trellis_outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    lane TEXT NOT NULL,
+                    method TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    fields BLOB NOT NULL,
+                    body BLOB,
+                    idempotency_key TEXT NOT NULL,
+                    enqueued_at REAL NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'waiting',
+                    not_before REAL NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    last_failure TEXT,
+                    answer_status INTEGER,
+                    answer_fields BLOB,
+                    answer_body BLOB
+                )
+                """)
+            _ = try await self.connection.query("CREATE INDEX IF NOT EXISTS trellis_outbox_lanes ON trellis_outbox (lane, id) WHERE state <> 'dead'")
+            _ = try await self.connection.query("PRAGMA application_id = \(Self.applicationID)")
+        }
+    }
+
+    /// Closes the file. A storage released without it closes its file then, on SwiftNIO's
+    /// thread pool.
+    public func close() async throws {
+        try await connection.close()
+    }
+
+    deinit {
+        // The connection insists on being closed before it goes; closing it again is harmless.
+        _ = connection.close()
+    }
+
+    public func insert(_ entry: OutboxEntry, limit: Int) async throws -> OutboxEntry? {
+        let rows = try await run("store a call in") {
+            try await self.connection.query(
+                """
+                INSERT INTO trellis_outbox (lane, method, url, fields, body, idempotency_key, enqueued_at, not_before)
+                SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM trellis_outbox WHERE state <> 'dead') < ?
+                RETURNING *
+                """,
+                [
+                    .text(entry.lane), .text(entry.method.rawValue), .text(entry.url), .blob(Self.encode(entry.headerFields)),
+                    entry.body.map { .blob(ByteBuffer(data: $0)) } ?? .null, .text(entry.idempotencyKey),
+                    .float(entry.enqueuedAt.timeIntervalSince1970), .float(entry.enqueuedAt.timeIntervalSince1970), .integer(SQLiteInt64(limit)),
+                ]
+            )
+        }
+        return try rows.first.map(Self.entry)
+    }
+
+    public func claimNext(at now: Date) async throws -> OutboxEntry? {
+        let rows = try await run("claim a call in") {
+            try await self.connection.query(
+                """
+                UPDATE trellis_outbox SET state = 'delivering'
+                WHERE id = (
+                    SELECT o.id FROM trellis_outbox o
+                    WHERE o.state = 'waiting' AND o.not_before <= ?
+                        AND NOT EXISTS (SELECT 1 FROM trellis_outbox e WHERE e.lane = o.lane AND e.id < o.id AND e.state <> 'dead')
+                    ORDER BY o.id LIMIT 1
+                )
+                RETURNING *
+                """,
+                [.float(now.timeIntervalSince1970)]
+            )
+        }
+        return try rows.first.map(Self.entry)
+    }
+
+    public func releaseClaims() async throws {
+        _ = try await run("release the claims of") {
+            try await self.connection.query("UPDATE trellis_outbox SET state = 'waiting' WHERE state = 'delivering'")
+        }
+    }
+
+    public func delivered(_ id: Int64) async throws {
+        _ = try await run("remove a delivered call from") {
+            try await self.connection.query("DELETE FROM trellis_outbox WHERE id = ?", [.integer(SQLiteInt64(id))])
+        }
+    }
+
+    public func reschedule(_ id: Int64, notBefore: Date, failure: String) async throws {
+        _ = try await run("reschedule a call in") {
+            try await self.connection.query(
+                "UPDATE trellis_outbox SET state = 'waiting', attempts = attempts + 1, not_before = ?, last_failure = ? WHERE id = ?",
+                [.float(notBefore.timeIntervalSince1970), .text(failure), .integer(SQLiteInt64(id))]
+            )
+        }
+    }
+
+    public func deadLetter(_ id: Int64, reason: String, answer: Response<Data>?) async throws {
+        _ = try await run("keep a dead letter in") {
+            try await self.connection.query(
+                """
+                UPDATE trellis_outbox SET state = 'dead', last_failure = ?, answer_status = ?, answer_fields = ?, answer_body = ?
+                WHERE id = ?
+                """,
+                [
+                    .text(reason), answer.map { .integer(SQLiteInt64($0.status.code)) } ?? .null,
+                    answer.map { .blob(Self.encode($0.headerFields)) } ?? .null, answer.map { .blob(ByteBuffer(data: $0.body)) } ?? .null,
+                    .integer(SQLiteInt64(id)),
+                ]
+            )
+        }
+    }
+
+    public func entries(deadLetters: Bool) async throws -> [OutboxEntry] {
+        let rows = try await run("read the calls of") {
+            try await self.connection.query("SELECT * FROM trellis_outbox WHERE state \(deadLetters ? "=" : "<>") 'dead' ORDER BY id")
+        }
+        return try rows.map(Self.entry)
+    }
+
+    public func remove(_ id: Int64) async throws {
+        _ = try await run("remove a call from") {
+            try await self.connection.query("DELETE FROM trellis_outbox WHERE id = ?", [.integer(SQLiteInt64(id))])
+        }
+    }
+
+    public func revive(_ id: Int64) async throws {
+        _ = try await run("revive a dead letter in") {
+            try await self.connection.query(
+                """
+                UPDATE trellis_outbox SET state = 'waiting', attempts = 0, not_before = 0,
+                    answer_status = NULL, answer_fields = NULL, answer_body = NULL
+                WHERE id = ? AND state = 'dead'
+                """,
+                [.integer(SQLiteInt64(id))]
+            )
+        }
+    }
+
+    public func nextDue() async throws -> Date? {
+        let rows = try await run("read the next call of") {
+            try await self.connection.query("SELECT min(not_before) AS due FROM trellis_outbox WHERE state = 'waiting'")
+        }
+        return rows.first?.column("due")?.double.map(Date.init(timeIntervalSince1970:))
+    }
+
+    /// `operation`, whose SQLite error becomes an ``Trellis/OutboxError`` naming the file and
+    /// what was being done (a full disk is SQLite's `SQLITE_FULL`, "database or disk is full").
+    private func run<Value>(_ what: String, _ operation: () async throws -> Value) async throws -> Value {
+        do {
+            return try await operation()
+        } catch let error as OutboxError {
+            throw error
+        } catch {
+            throw OutboxError(.storageFailed, "could not \(what) the outbox in \(path): \(error)")
+        }
+    }
+
+    private static func encode(_ fields: HTTPFields) -> ByteBuffer {
+        let pairs = fields.map { [$0.name.rawName, $0.value] }
+        return ByteBuffer(data: (try? JSONEncoder().encode(pairs)) ?? Data("[]".utf8))
+    }
+
+    private static func decode(_ data: SQLiteData?) throws -> HTTPFields {
+        guard case .blob(let buffer) = data else { return [:] }
+        let pairs = try JSONDecoder().decode([[String]].self, from: Data(buffer: buffer))
+        var fields = HTTPFields()
+        for pair in pairs where pair.count == 2 {
+            if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
+        }
+        return fields
+    }
+
+    private static func entry(_ row: SQLiteRow) throws -> OutboxEntry {
+        guard let id = row.column("id")?.integer, let lane = row.column("lane")?.string,
+            let methodText = row.column("method")?.string, let method = HTTPRequest.Method(methodText),
+            let url = row.column("url")?.string, let key = row.column("idempotency_key")?.string,
+            let enqueued = row.column("enqueued_at")?.double
+        else { throw OutboxError(.storageFailed, "a row of the outbox is not one Trellis wrote") }
+        var body: Data?
+        if case .blob(let buffer) = row.column("body") { body = Data(buffer: buffer) }
+        var answer: Response<Data>?
+        if let status = row.column("answer_status")?.integer {
+            var answerBody = Data()
+            if case .blob(let buffer) = row.column("answer_body") { answerBody = Data(buffer: buffer) }
+            answer = Response(head: HTTPResponse(status: .init(code: Int(status)), headerFields: try decode(row.column("answer_fields"))), body: answerBody)
+        }
+        return OutboxEntry(
+            id: Int64(id), lane: lane, method: method, url: url, headerFields: try decode(row.column("fields")), body: body,
+            idempotencyKey: key, enqueuedAt: Date(timeIntervalSince1970: enqueued), attempts: row.column("attempts")?.integer.map { Int($0) } ?? 0,
+            lastFailure: row.column("last_failure")?.string, finalAnswer: answer
+        )
+    }
+}
+#endif

@@ -1,0 +1,248 @@
+#if SQLite
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+import Trellis
+import TrellisSQLite
+
+@Suite("The outbox, on SQLite, against a server that keeps the draft's promises")
+struct OutboxTests {
+    private static func file() -> String {
+        FileManager.default.temporaryDirectory.appending(path: "trellis-outbox-\(UUID().uuidString).sqlite").path
+    }
+
+    private static func order(_ url: URL, _ number: Int) throws -> Request {
+        var request = try Request(method: .post, url: url.appending(path: "orders"))
+        request.body = RequestBody(#"{"item":"\#(number)"}"#, contentType: "application/json")
+        request.idempotencyKey = IdempotencyKey("call-\(number)")
+        return request
+    }
+
+    private static let quickRetries = OutboxSettings(initialDelay: .milliseconds(5), maximumDelay: .milliseconds(50))
+
+    /// Runs `outbox` until `count` outcomes have come, and returns them.
+    private static func outcomes(_ count: Int, of outbox: Outbox) async throws -> [OutboxOutcome] {
+        let delivery = Task { try await outbox.run() }
+        defer { delivery.cancel() }
+        var outcomes: [OutboxOutcome] = []
+        for await outcome in outbox.outcomes {
+            outcomes.append(outcome)
+            if outcomes.count == count { break }
+        }
+        return outcomes
+    }
+
+    /// The proof by killing. A worker process enqueues 1,000 orders and delivers them; it is
+    /// killed with SIGKILL when the server has seen a chosen number of deliveries, which falls
+    /// in the middle of enqueueing and of deliveries in flight (a request sent, its answer not
+    /// yet stored). Meanwhile every third order is refused once, which leaves a backlog; a
+    /// second worker on the same file is killed the same way while it delivers that backlog,
+    /// and a third finishes. The server carried out each order whose enqueue
+    /// returned, once, and no other, except at most the one enqueue the kill cut off after it
+    /// was stored.
+    @Test(.timeLimit(.minutes(5)))
+    func callsSurviveWorkersKilledWhileEnqueueingAndDelivering() async throws {
+        let orders = IdempotentServer()
+        let target = NIOLockedValueBox<(pid: pid_t?, killAt: Int)>((nil, 0))
+        let seen = NIOLockedValueBox(0)
+        let firstPhase = NIOLockedValueBox(true)
+        let refusedOnce = NIOLockedValueBox(Set<Int>())
+        try await ScriptedServer.with({ received in
+            let number = seen.withLockedValue { $0 += 1; return $0 }
+            let kill = target.withLockedValue { target -> pid_t? in
+                guard number >= target.killAt, let pid = target.pid else { return nil }
+                target.pid = nil
+                return pid
+            }
+            if let kill { _ = Foundation.kill(kill, SIGKILL) }
+            // While the first worker runs, every third order is refused once for now, so that
+            // a backlog is left for the second worker to be killed in the middle of.
+            if firstPhase.withLockedValue({ $0 }), let key = received.field("Idempotency-Key"),
+                let number = Int(key.filter(\.isNumber)), number % 3 == 0,
+                refusedOnce.withLockedValue({ $0.insert(number).inserted })
+            {
+                return ScriptedServer.response("503 Service Unavailable")
+            }
+            return orders.script(received)
+        }) { server in
+            let file = Self.file()
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) } }
+            let url = server.url.absoluteString
+
+            // Each worker starts behind a gate, so that it sends nothing before its kill is set.
+            let gates = (0..<2).map { Self.file() + ".gate\($0)" }
+            defer { for gate in gates { try? FileManager.default.removeItem(atPath: gate) } }
+            let first = try await OutboxWorker(["outbox", file, url, "1000", gates[0]])
+            target.withLockedValue { $0 = (first.pid, Int.random(in: 50...300)) }
+            _ = FileManager.default.createFile(atPath: gates[0], contents: Data())
+            let firstOutput = await first.output()
+            let enqueued = firstOutput.split(separator: "\n").compactMap { $0.hasPrefix("enqueued ") ? Int($0.dropFirst(9)) : nil }
+            #expect(!firstOutput.contains("drained"), "killed before it finished: \(firstOutput.suffix(200))")
+            #expect(!enqueued.isEmpty && enqueued.count < 1000, "killed while it enqueued: \(enqueued.count) enqueues returned")
+            #expect(enqueued == Array(0..<enqueued.count), "enqueues return in order")
+
+            firstPhase.withLockedValue { $0 = false }
+            let backlog = enqueued.count + 1 - orders.carriedOut.count
+            let second = try await OutboxWorker(["outbox", file, url, "0", gates[1]])
+            target.withLockedValue { $0 = (second.pid, seen.withLockedValue { $0 } + Int.random(in: 1...max(1, backlog / 2))) }
+            _ = FileManager.default.createFile(atPath: gates[1], contents: Data())
+            let secondOutput = await second.output()
+            // The second may have finished before its kill came: no kill for a later process.
+            target.withLockedValue { $0.pid = nil }
+
+            let third = try await OutboxWorker(["outbox", file, url, "0"])
+            let thirdOutput = await third.output()
+            #expect(thirdOutput.contains("drained"), "\(thirdOutput.suffix(300))")
+
+            let carried = orders.carriedOut
+            let returned = Set(enqueued.map { "call-\($0)" })
+            let extra = Set(carried).subtracting(returned)
+            #expect(returned.isSubset(of: Set(carried)), "lost: \(returned.subtracting(carried).sorted())")
+            #expect(extra.isEmpty || extra == ["call-\(enqueued.count)"], "carried out without an enqueue that returned: \(extra.sorted())")
+            #expect(carried.count == Set(carried).count, "an order carried out twice")
+            #expect(orders.arrivals >= carried.count)
+            #expect(!secondOutput.contains("drained") || backlog < 2, "the second worker was killed while it delivered a backlog of \(backlog)")
+        }
+    }
+
+    /// Within a lane, calls go in the order they were enqueued, each after the one before has
+    /// its final answer, even when one must be sent again; another lane does not wait for it.
+    @Test(.timeLimit(.minutes(1)))
+    func aLaneKeepsItsOrderAndLanesGoIndependently() async throws {
+        let orders = IdempotentServer()
+        let failedOnce = NIOLockedValueBox(false)
+        try await ScriptedServer.with({ received in
+            // The lane's third call fails once before it is carried out.
+            if String(decoding: received.body, as: UTF8.self).contains(#""item":"2""#),
+                failedOnce.withLockedValue({ failed in
+                    defer { failed = true }
+                    return !failed
+                })
+            {
+                return ScriptedServer.response("503 Service Unavailable")
+            }
+            return orders.script(received)
+        }) { server in
+            let file = Self.file()
+            let outbox = Outbox(client: Client(baseURL: server.url), storage: try await SQLiteOutboxStorage(path: file), settings: Self.quickRetries)
+            for number in 0..<10 { try await outbox.enqueue(Self.order(server.url, number), lane: "account-1") }
+            try await outbox.enqueue(Self.order(server.url, 100), lane: "account-2")
+            let outcomes = try await Self.outcomes(11, of: outbox)
+            #expect(outcomes.count == 11)
+            let laneOne = orders.carriedOut.filter { $0 != "call-100" }
+            #expect(laneOne == (0..<10).map { "call-\($0)" }, "in the order enqueued: \(laneOne)")
+            #expect(try await outbox.pending().isEmpty)
+        }
+    }
+
+    /// A final refusal is a dead letter, kept with the server's answer; it can be retried, and
+    /// removed. A call that keeps failing is one after `maximumAttempts`.
+    @Test(.timeLimit(.minutes(1)))
+    func finalRefusalsAndRepeatedFailuresAreDeadLettersKeptWithTheirAnswer() async throws {
+        let refuse = NIOLockedValueBox(true)
+        try await ScriptedServer.with({ received in
+            if received.field("Idempotency-Key")?.contains("call-2") == true {
+                return ScriptedServer.response("503 Service Unavailable")
+            }
+            return refuse.withLockedValue { $0 }
+                ? ScriptedServer.response("400 Bad Request", ["Content-Type: application/problem+json"], body: #"{"title":"no such item"}"#)
+                : ScriptedServer.response("201 Created")
+        }) { server in
+            var settings = Self.quickRetries
+            settings.maximumAttempts = 3
+            let outbox = Outbox(client: Client(baseURL: server.url), storage: try await SQLiteOutboxStorage(path: Self.file()), settings: settings)
+            let refused = try await outbox.enqueue(Self.order(server.url, 1))
+            let failing = try await outbox.enqueue(Self.order(server.url, 2), lane: "other")
+            _ = try await Self.outcomes(2, of: outbox)
+            let dead = try await outbox.deadLetters()
+            #expect(dead.map(\.id).sorted() == [refused, failing].sorted())
+            let refusal = try #require(dead.first { $0.id == refused })
+            #expect(refusal.finalAnswer?.status.code == 400)
+            let refusalBody = String(decoding: refusal.finalAnswer?.body ?? Data(), as: UTF8.self)
+            #expect(refusalBody.contains("no such item"))
+            let failure = try #require(dead.first { $0.id == failing })
+            #expect(failure.finalAnswer == nil && failure.lastFailure?.contains("maximumAttempts") == true)
+            #expect(server.requests.filter { $0.field("Idempotency-Key")?.contains("call-2") == true }.count == 3)
+
+            refuse.withLockedValue { $0 = false }
+            try await outbox.retry(refused)
+            let outcomes = try await Self.outcomes(1, of: outbox)
+            guard case .delivered(let id, let status) = outcomes.first else { Issue.record("\(outcomes)"); return }
+            #expect(id == refused && status.code == 201)
+            try await outbox.remove(failing)
+            #expect(try await outbox.deadLetters().isEmpty)
+        }
+    }
+
+    /// What the outbox will not take is refused at `enqueue`, naming why, and what it holds is
+    /// still there: a full outbox, a body over the limit, a streamed body.
+    @Test func whatCannotBeStoredIsRefusedAtEnqueueAndNothingIsLost() async throws {
+        let url = URL(string: "http://127.0.0.1:9/")!
+        var settings = OutboxSettings(maximumEntries: 3, maximumPayloadSize: 64)
+        settings.concurrency = 1
+        let outbox = Outbox(client: Client(baseURL: url), storage: try await SQLiteOutboxStorage(path: Self.file()), settings: settings)
+        for number in 0..<3 { try await outbox.enqueue(Self.order(url, number)) }
+        do {
+            try await outbox.enqueue(Self.order(url, 3))
+            Issue.record("a fourth call was taken")
+        } catch let error as OutboxError {
+            #expect(error.reason == .full && error.description.contains("maximumEntries"))
+        }
+        var large = try Self.order(url, 4)
+        large.body = RequestBody(String(repeating: "x", count: 65), contentType: "text/plain")
+        await #expect(throws: OutboxError.self) { try await outbox.enqueue(large) }
+        var streamed = try Self.order(url, 5)
+        streamed.body = RequestBody(stream: AsyncStream<ByteBuffer> { $0.finish() })
+        do {
+            try await outbox.enqueue(streamed)
+            Issue.record("a streamed body was taken")
+        } catch let error as OutboxError {
+            #expect(error.reason == .bodyCannotBeStored && error.description.contains("streamed body"))
+        }
+        #expect(try await outbox.pending().map(\.idempotencyKey) == ["call-0", "call-1", "call-2"])
+    }
+
+    /// A file that is not an outbox is refused when it is opened, naming it; a file that is one
+    /// opens again with its calls.
+    @Test func aDamagedFileIsRefusedAndAnOutboxOpensAgainWithItsCalls() async throws {
+        let damaged = Self.file()
+        try Data(repeating: 0x5A, count: 4096).write(to: URL(filePath: damaged))
+        do {
+            _ = try await SQLiteOutboxStorage(path: damaged)
+            Issue.record("a damaged file was opened")
+        } catch let error as OutboxError {
+            #expect(error.reason == .storageFailed && error.description.contains(damaged))
+        }
+        let path = Self.file()
+        let url = URL(string: "http://127.0.0.1:9/")!
+        let storage = try await SQLiteOutboxStorage(path: path)
+        try await Outbox(client: Client(baseURL: url), storage: storage).enqueue(Self.order(url, 7), lane: "kept")
+        try await storage.close()
+        let reopened = try await Outbox(client: Client(baseURL: url), storage: SQLiteOutboxStorage(path: path)).pending()
+        #expect(reopened.map(\.idempotencyKey) == ["call-7"] && reopened.first?.lane == "kept")
+        #expect(reopened.first?.body.map { String(decoding: $0, as: UTF8.self) } == #"{"item":"7"}"#)
+    }
+}
+
+/// A `trellis-fleet-worker` process running the outbox mode.
+struct OutboxWorker: Sendable {
+    private let process: ChildProcess
+    private let log: URL
+
+    var pid: pid_t { process.processIdentifier }
+
+    init(_ arguments: [String]) async throws {
+        log = FileManager.default.temporaryDirectory.appending(path: "trellis-outbox-worker-\(UUID().uuidString).log")
+        let executable = URL(filePath: CommandLine.arguments[0]).deletingLastPathComponent().appending(path: "trellis-fleet-worker")
+        process = try await ChildProcess(executable, arguments, output: .file(log))
+    }
+
+    /// What the worker printed, once it has ended (exited, or killed).
+    func output() async -> String {
+        _ = try? await process.terminationStatus()
+        defer { try? FileManager.default.removeItem(at: log) }
+        return (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+    }
+}
+#endif
