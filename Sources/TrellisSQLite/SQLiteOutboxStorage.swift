@@ -203,7 +203,13 @@ public final class SQLiteOutboxStorage: OutboxStorage {
 
     public func nextDue() async throws -> Date? {
         let rows = try await run("read the next call of") {
-            try await self.connection.query("SELECT min(not_before) AS due FROM trellis_outbox WHERE state = 'waiting'")
+            try await self.connection.query(
+                """
+                SELECT min(o.not_before) AS due FROM trellis_outbox o
+                WHERE o.state = 'waiting'
+                    AND NOT EXISTS (SELECT 1 FROM trellis_outbox e WHERE e.lane = o.lane AND e.id < o.id AND e.state <> 'dead')
+                """
+            )
         }
         return rows.first?.column("due")?.double.map(Date.init(timeIntervalSince1970:))
     }

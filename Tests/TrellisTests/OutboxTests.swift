@@ -136,6 +136,29 @@ struct OutboxTests {
         }
     }
 
+    /// While a lane's first call is in flight, the deliverers with nothing else to claim wait
+    /// for it to end, rather than asking the storage again and again.
+    @Test(.timeLimit(.minutes(1)))
+    func deliverersWaitForALanesCallInFlightWithoutSpinning() async throws {
+        try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("201 Created")) }) { server in
+            let storage = ClaimCounting(try await SQLiteOutboxStorage(path: Self.file()))
+            let outbox = Outbox(client: Client(baseURL: server.url), storage: storage, settings: Self.quickRetries)
+            for number in 0..<6 { try await outbox.enqueue(Self.order(server.url, number), lane: "one") }
+            let delivery = Task { try await outbox.run() }
+            defer { delivery.cancel() }
+            var arrivals = server.arrivals.makeAsyncIterator()
+            _ = await arrivals.next()
+            let claimsWhenSent = storage.claims
+            // An absence cannot be awaited: a spinning deliverer would claim hundreds of times
+            // in this quarter of a second; waiting ones claim none.
+            try await Task.sleep(for: .milliseconds(250))
+            #expect(storage.claims - claimsWhenSent <= 4, "claims while the lane's call was in flight: \(storage.claims - claimsWhenSent)")
+            server.releaseHeld()
+            _ = await arrivals.next()
+            server.releaseHeld()
+        }
+    }
+
     /// A final refusal is a dead letter, kept with the server's answer; it can be retried, and
     /// removed. A call that keeps failing is one after `maximumAttempts`.
     @Test(.timeLimit(.minutes(1)))
@@ -223,6 +246,31 @@ struct OutboxTests {
         #expect(reopened.map(\.idempotencyKey) == ["call-7"] && reopened.first?.lane == "kept")
         #expect(reopened.first?.body.map { String(decoding: $0, as: UTF8.self) } == #"{"item":"7"}"#)
     }
+}
+
+/// A storage that counts the claims made of the one it wraps.
+final class ClaimCounting: OutboxStorage {
+    private let storage: SQLiteOutboxStorage
+    private let count = NIOLockedValueBox(0)
+    var claims: Int { count.withLockedValue { $0 } }
+
+    init(_ storage: SQLiteOutboxStorage) {
+        self.storage = storage
+    }
+
+    func insert(_ entry: OutboxEntry, limit: Int) async throws -> OutboxEntry? { try await storage.insert(entry, limit: limit) }
+    func claimNext(at now: Date) async throws -> OutboxEntry? {
+        count.withLockedValue { $0 += 1 }
+        return try await storage.claimNext(at: now)
+    }
+    func releaseClaims() async throws { try await storage.releaseClaims() }
+    func delivered(_ id: Int64) async throws { try await storage.delivered(id) }
+    func reschedule(_ id: Int64, notBefore: Date, failure: String) async throws { try await storage.reschedule(id, notBefore: notBefore, failure: failure) }
+    func deadLetter(_ id: Int64, reason: String, answer: Response<Data>?) async throws { try await storage.deadLetter(id, reason: reason, answer: answer) }
+    func entries(deadLetters: Bool) async throws -> [OutboxEntry] { try await storage.entries(deadLetters: deadLetters) }
+    func remove(_ id: Int64) async throws { try await storage.remove(id) }
+    func revive(_ id: Int64) async throws { try await storage.revive(id) }
+    func nextDue() async throws -> Date? { try await storage.nextDue() }
 }
 
 /// A `trellis-fleet-worker` process running the outbox mode.

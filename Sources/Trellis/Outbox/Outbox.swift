@@ -145,8 +145,15 @@ public final class Outbox: Sendable {
         }
     }
 
-    /// Sends `entry` once through the client, and records how it ended.
+    /// Sends `entry` once through the client, and records how it ended; then wakes the other
+    /// deliverers, for the call of its lane that waited for it.
     private func deliver(_ entry: OutboxEntry) async {
+        await send(entry)
+        wakeups.signal()
+    }
+
+    /// Sends `entry` once through the client, and records how it ended.
+    private func send(_ entry: OutboxEntry) async {
         let clock = client.configuration.clock
         if clock.now.timeIntervalSince(entry.enqueuedAt) > settings.maximumAge.inSeconds {
             await deadLetter(entry, reason: "older than maximumAge (\(settings.maximumAge)) before it was delivered", answer: nil)

@@ -37,6 +37,7 @@ public protocol OutboxStorage: Sendable {
     /// Makes a dead letter due again now, its attempts counted from zero.
     func revive(_ id: Int64) async throws
 
-    /// When the earliest waiting entry is due, if any is waiting.
+    /// When the earliest entry ``claimNext(at:)`` could claim is due (one whose lane has no
+    /// earlier entry waiting or being delivered), if there is one.
     func nextDue() async throws -> Date?
 }
