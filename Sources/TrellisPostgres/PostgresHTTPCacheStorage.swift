@@ -24,9 +24,9 @@ public import Trellis
 /// ```
 public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
     /// The client of the database every process shares; the caller runs it.
-    public let client: PostgresClient
+    public var client: PostgresClient { postgresTable.client }
     /// The table's name, a plain SQL identifier.
-    public let table: String
+    public var table: String { postgresTable.name }
     /// The most bytes the table holds, heads and bodies together; past it, the least recently
     /// used entries go.
     public let capacity: Int
@@ -35,7 +35,7 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
     public let timeLimit: Duration
     /// How long a miss waits for another process's fetch of the same URL.
     public let lockWait: Duration
-    private let logger: Logger
+    private let postgresTable: PostgresTable
 
     /// A storage in `table` of the database `client` reaches, of at most `capacity` bytes.
     ///
@@ -49,13 +49,10 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
         lockWait: Duration = .seconds(30),
         logger: Logger = Logger(label: "trellis.postgres")
     ) {
-        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresHTTPCacheStorage: \(table) is not a plain SQL identifier")
-        self.client = client
-        self.table = table
+        postgresTable = PostgresTable(client: client, name: table, store: "PostgresHTTPCacheStorage", logger: logger)
         self.capacity = max(0, capacity)
         self.timeLimit = timeLimit
         self.lockWait = lockWait
-        self.logger = logger
     }
 
     /// The statement that creates the storage's table, for a migration of your own.
@@ -76,17 +73,17 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
     ///
     /// - Throws: ``PostgresTableCreationError`` naming the table and the database's error.
     public func createTable() async throws {
-        try await PostgresTableName.create(table, with: migration, on: client, logger: logger)
+        try await postgresTable.create([migration])
     }
 
     public func entry(for key: String) async throws -> HTTPCacheEntry? {
         var bindings = PostgresBindings()
         bindings.append(key)
         let sql = """
-            UPDATE \(table) SET last_used = extract(epoch FROM clock_timestamp())::double precision
+            UPDATE \(table) SET last_used = \(PostgresTable.now)
             WHERE key = $1 RETURNING head, body
             """
-        let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        let rows = try await postgresTable.query(sql, bindings)
         for try await (head, body) in rows.decode((Data, Data).self) {
             return HTTPCacheEntry(head: head, body: body)
         }
@@ -102,10 +99,10 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
         bindings.append(Int64(entry.size + key.utf8.count))
         let sql = """
             INSERT INTO \(table) (key, head, body, size, last_used)
-            VALUES ($1, $2, $3, $4, extract(epoch FROM clock_timestamp())::double precision)
+            VALUES ($1, $2, $3, $4, \(PostgresTable.now))
             ON CONFLICT (key) DO UPDATE SET head = excluded.head, body = excluded.body, size = excluded.size, last_used = excluded.last_used
             """
-        try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        try await postgresTable.query(sql, bindings)
         // The entries past the capacity, counted from the most recently used.
         var limit = PostgresBindings()
         limit.append(Int64(capacity))
@@ -115,51 +112,33 @@ public final class PostgresHTTPCacheStorage: HTTPCacheStorage {
                 WHERE kept > $1
             )
             """
-        try await client.query(PostgresQuery(unsafeSQL: evict, binds: limit), logger: logger)
+        try await postgresTable.query(evict, limit)
     }
 
     public func removeEntry(for key: String) async throws {
         var bindings = PostgresBindings()
         bindings.append(key)
-        try await client.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE key = $1", binds: bindings), logger: logger)
+        try await postgresTable.query("DELETE FROM \(table) WHERE key = $1", bindings)
     }
 
     public func removeAll() async throws {
-        try await client.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table)"), logger: logger)
+        try await postgresTable.query("DELETE FROM \(table)")
     }
 
     public func fetchingOnce<Result: Sendable>(_ key: String, _ fetch: () async throws -> Result) async throws -> Result {
-        let lease = LockLease()
         // The lock is held by a transaction in a task of its own, from when it is taken until
         // this caller's fetch is done; the fetch runs in the caller's task.
-        let holder = Task { [client, logger, table, lockWait] in
-            do {
-                try await client.withTransaction(logger: logger) { connection in
-                    lease.connected()
-                    try await AdvisoryLock.take("\(table):\(key)", on: connection, waitingAtMost: lockWait, setting: "lockWait: \(lockWait)", logger: logger)
-                    await lease.holdUntilReleased()
-                }
-            } catch {
-                lease.resolve(.failed("\(AdvisoryLock.firstFailure(of: error))"))
-            }
+        let lease: LockLease?
+        do {
+            lease = try await LockLease.take(
+                "\(table):\(key)", naming: key, on: client, connectingWithin: timeLimit, waitingAtMost: lockWait,
+                setting: "lockWait: \(lockWait)", clock: SharedStateClock.current, logger: postgresTable.logger
+            )
+        } catch {
+            postgresTable.logger.warning("[Trellis] the fleet's lock on fetching \(key) could not be taken (\(error)); this process fetches it alone")
+            lease = nil
         }
-        // A connection within `timeLimit`, then the lock within `lockWait` (the server's
-        // `lock_timeout`) and `timeLimit` beside it.
-        let timer = Task { [timeLimit, lockWait] in
-            try? await Task.sleep(for: timeLimit)
-            guard !Task.isCancelled else { return }
-            lease.giveUpUnlessConnected(after: timeLimit)
-            try? await Task.sleep(for: lockWait + timeLimit)
-            if !Task.isCancelled { lease.giveUpUnlessTaken(after: timeLimit + lockWait + timeLimit) }
-        }
-        defer {
-            timer.cancel()
-            lease.release()
-        }
-        if case .failed(let reason) = await lease.outcome() {
-            holder.cancel()
-            logger.warning("[Trellis] the fleet's lock on fetching \(key) could not be taken (\(reason)); this process fetches it alone")
-        }
+        defer { lease?.release() }
         return try await fetch()
     }
 

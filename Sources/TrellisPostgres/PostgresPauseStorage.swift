@@ -20,20 +20,17 @@ public import Trellis
 /// ```
 public struct PostgresPauseStorage: SharedPauseStorage {
     /// The client of the database every process shares; the caller runs it.
-    public let client: PostgresClient
+    public var client: PostgresClient { postgresTable.client }
     /// The table's name, a plain SQL identifier.
-    public let table: String
-    private let logger: Logger
+    public var table: String { postgresTable.name }
+    private let postgresTable: PostgresTable
 
     /// A store in `table` of the database `client` reaches.
     ///
     /// - Precondition: `table` is a plain SQL identifier: letters, digits and underscores, not
     ///   starting with a digit.
     public init(client: PostgresClient, table: String = "trellis_pauses", logger: Logger = Logger(label: "trellis.postgres")) {
-        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresPauseStorage: \(table) is not a plain SQL identifier")
-        self.client = client
-        self.table = table
-        self.logger = logger
+        postgresTable = PostgresTable(client: client, name: table, store: "PostgresPauseStorage", logger: logger)
     }
 
     /// The statement that creates the store's table, for a migration of your own.
@@ -51,7 +48,7 @@ public struct PostgresPauseStorage: SharedPauseStorage {
     ///
     /// - Throws: ``PostgresTableCreationError`` naming the table and the database's error.
     public func createTable() async throws {
-        try await PostgresTableName.create(table, with: migration, on: client, logger: logger)
+        try await postgresTable.create([migration])
     }
 
     public func pause(_ origin: String, for duration: Duration) async throws {
@@ -60,18 +57,18 @@ public struct PostgresPauseStorage: SharedPauseStorage {
         bindings.append(duration.inSeconds)
         let sql = """
             INSERT INTO \(table) AS pauses (origin, pause_ends)
-            VALUES ($1, extract(epoch FROM clock_timestamp())::double precision + $2)
+            VALUES ($1, \(PostgresTable.now) + $2)
             ON CONFLICT (origin) DO UPDATE SET pause_ends = greatest(pauses.pause_ends, excluded.pause_ends)
             """
-        try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        try await postgresTable.query(sql, bindings)
     }
 
     public func pauses() async throws -> [String: Duration] {
         let sql = """
-            WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
+            WITH clock AS (SELECT \(PostgresTable.now) AS now)
             SELECT origin, pause_ends - clock.now FROM \(table), clock WHERE pause_ends > clock.now
             """
-        let rows = try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        let rows = try await postgresTable.query(sql)
         var pauses: [String: Duration] = [:]
         for try await (origin, remaining) in rows.decode((String, Double).self) {
             pauses[origin] = .milliseconds(Int64(remaining * 1000))

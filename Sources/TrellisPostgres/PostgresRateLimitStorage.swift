@@ -21,20 +21,17 @@ public import Trellis
 /// ```
 public struct PostgresRateLimitStorage: RateLimitStorage {
     /// The client of the database every process shares; the caller runs it.
-    public let client: PostgresClient
+    public var client: PostgresClient { postgresTable.client }
     /// The table's name, a plain SQL identifier.
-    public let table: String
-    private let logger: Logger
+    public var table: String { postgresTable.name }
+    private let postgresTable: PostgresTable
 
     /// A store in `table` of the database `client` reaches.
     ///
     /// - Precondition: `table` is a plain SQL identifier: letters, digits and underscores, not
     ///   starting with a digit.
     public init(client: PostgresClient, table: String = "trellis_rate_limit_turns", logger: Logger = Logger(label: "trellis.postgres")) {
-        precondition(PostgresTableName.isPlainIdentifier(table), "PostgresRateLimitStorage: \(table) is not a plain SQL identifier")
-        self.client = client
-        self.table = table
-        self.logger = logger
+        postgresTable = PostgresTable(client: client, name: table, store: "PostgresRateLimitStorage", logger: logger)
     }
 
     /// The statement that creates the store's table, for a migration of your own.
@@ -52,7 +49,7 @@ public struct PostgresRateLimitStorage: RateLimitStorage {
     ///
     /// - Throws: ``PostgresTableCreationError`` naming the table and the database's error.
     public func createTable() async throws {
-        try await PostgresTableName.create(table, with: migration, on: client, logger: logger)
+        try await postgresTable.create([migration])
     }
 
     public func takeTurns(_ count: Int, of key: String, under limit: RateLimit) async throws -> [Duration] {
@@ -63,12 +60,12 @@ public struct PostgresRateLimitStorage: RateLimitStorage {
         bindings.append(key)
         bindings.append(span)
         let sql = """
-            WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
+            WITH clock AS (SELECT \(PostgresTable.now) AS now)
             INSERT INTO \(table) AS turns (key, next_turn) SELECT $1, clock.now + $2 FROM clock
             ON CONFLICT (key) DO UPDATE SET next_turn = greatest(turns.next_turn, (SELECT now FROM clock)) + $2
             RETURNING turns.next_turn - $2, (SELECT now FROM clock)
             """
-        let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        let rows = try await postgresTable.query(sql, bindings)
         for try await (first, now) in rows.decode((Double, Double).self) {
             return (0..<count).map { index in
                 .seconds(max(0, first + interval * Double(index) - tolerance - now))
@@ -84,11 +81,11 @@ public struct PostgresRateLimitStorage: RateLimitStorage {
         bindings.append(key)
         bindings.append(until)
         let sql = """
-            WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
+            WITH clock AS (SELECT \(PostgresTable.now) AS now)
             INSERT INTO \(table) AS turns (key, next_turn) SELECT $1, clock.now + $2 FROM clock
             ON CONFLICT (key) DO UPDATE SET next_turn = greatest(turns.next_turn, (SELECT now FROM clock) + $2)
             """
-        try await client.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        try await postgresTable.query(sql, bindings)
     }
 }
 #endif

@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import Testing
 import Trellis
+import TrellisTesting
 
 /// An ``HTTPCache`` in a storage the user provides, against a real in-process server. The
 /// storage here is a dictionary that can fail or damage what it returns: the PostgreSQL
@@ -13,12 +14,14 @@ struct ProvidedCacheStorageTests {
             var entries: [String: HTTPCacheEntry] = [:]
             var failing = false
             var damaging = false
+            var reads = 0
         }
         let state = NIOLockedValueBox(State())
         struct Unavailable: Error {}
 
         func entry(for key: String) async throws -> HTTPCacheEntry? {
             try state.withLockedValue { state in
+                state.reads += 1
                 guard !state.failing else { throw Unavailable() }
                 guard var entry = state.entries[key] else { return nil }
                 if state.damaging, !entry.body.isEmpty { entry.body[entry.body.startIndex] ^= 0xFF }
@@ -97,6 +100,45 @@ struct ProvidedCacheStorageTests {
             #expect(server.requests.count == 2)
             storage.state.withLockedValue { $0.failing = true }
             #expect(String(decoding: try await client.data(for: request).body, as: UTF8.self) == "the article")
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    /// The cache meets its storage as every feature a fleet shares does: with
+    /// `whenStorageFails: .refuseCalls` a call whose lookup fails is refused before anything is
+    /// sent; with `retryStorageAfter`, the storage is left alone for that long on the client's
+    /// clock after it failed, and asked again after.
+    @Test func aFailingStorageRefusesCallsOrIsLeftAloneAsItsSettingsSay() async throws {
+        try await Self.withServer { server, request in
+            let storage = DictionaryStorage()
+            storage.state.withLockedValue { $0.failing = true }
+            let refusing = Client(baseURL: server.url) {
+                $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit, whenStorageFails: .refuseCalls)
+            }
+            do {
+                _ = try await refusing.data(for: request)
+                Issue.record("a call whose storage failed was sent")
+            } catch TrellisError.callRefused(let refusal) {
+                #expect(refusal.reason == .sharedStorageFailed)
+                #expect(refusal.detail.contains("could not read"))
+            }
+            #expect(server.requests.isEmpty)
+
+            let clock = ManualClock()
+            let patient = Client(baseURL: server.url) {
+                $0.clock = clock
+                $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit, retryStorageAfter: .seconds(60))
+            }
+            storage.state.withLockedValue { $0.reads = 0 }
+            _ = try await patient.data(for: request)
+            storage.state.withLockedValue { $0.failing = false }
+            _ = try await patient.data(for: request)
+            #expect(storage.state.withLockedValue { $0.reads } == 1)
+            #expect(storage.state.withLockedValue { $0.entries.isEmpty })
+            clock.advance(by: .seconds(61))
+            _ = try await patient.data(for: request)
+            #expect(storage.state.withLockedValue { $0.reads } >= 2)
+            #expect(storage.state.withLockedValue { $0.entries.count } == 1)
             #expect(server.requests.count == 3)
         }
     }

@@ -29,8 +29,9 @@ public final class HTTPCache: Sendable {
     private let store: any CacheStore
     /// The storage the user provided, whose lock makes a fleet's misses one fetch.
     private let storage: (any HTTPCacheStorage)?
-    /// The time limit of a call's operations on ``storage``, all of them together.
-    private let storageTimeLimit: Duration?
+    /// How the cache meets ``storage``: the time limit of a call's operations on it, all of
+    /// them together, what a call does while it fails, and how long it is left alone then.
+    private let storageSettings: SharedStateSettings?
 
     /// A cache in memory of at most `memoryCapacity` bytes: each entry counts its body, its
     /// head and its URL.
@@ -40,7 +41,7 @@ public final class HTTPCache: Sendable {
     ) {
         self.store = MemoryCacheStore(capacity: memoryCapacity)
         self.storage = nil
-        self.storageTimeLimit = nil
+        self.storageSettings = nil
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -58,7 +59,7 @@ public final class HTTPCache: Sendable {
     ) throws {
         self.store = try DiskCacheStore(directory: directory, capacity: capacity)
         self.storage = nil
-        self.storageTimeLimit = nil
+        self.storageSettings = nil
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -67,15 +68,25 @@ public final class HTTPCache: Sendable {
     /// that fails, or runs past what is left of it, is a miss, and `logger` says so. Once a
     /// call has spent the limit, it takes no lock of a storage a fleet shares (whose wait the
     /// storage bounds itself) and stores nothing. The storage bounds its own size.
+    ///
+    /// The storage is met as every feature a fleet shares meets its storage
+    /// (``SharedStateSettings``), on the client's clock: a call whose lookup finds it failing
+    /// goes on as a miss, or, with `whenStorageFails: .refuseCalls`, is refused
+    /// (``CallRefusal/Reason-swift.enum/sharedStorageFailed``) rather than sent to an origin the
+    /// cache was there to spare; after a failure, the storage is left alone for
+    /// `retryStorageAfter` (zero by default: every call asks it again).
     public init(
         storage: any HTTPCacheStorage,
         maximumEntrySize: Int = 4 << 20,
         timeLimit: Duration = .seconds(1),
+        whenStorageFails: SharedStateFailure = .continueInProcess,
+        retryStorageAfter: Duration = .zero,
         logger: Logger = Logger(label: "Trellis")
     ) {
-        self.store = ProvidedCacheStore(storage: storage, timeLimit: timeLimit, logger: logger)
+        let settings = SharedStateSettings(timeLimit: timeLimit, whenStorageFails: whenStorageFails, retryStorageAfter: retryStorageAfter)
+        self.store = ProvidedCacheStore(storage: storage, settings: settings, logger: logger)
         self.storage = storage
-        self.storageTimeLimit = timeLimit
+        self.storageSettings = settings
         self.maximumEntrySize = maximumEntrySize
     }
 
@@ -130,10 +141,19 @@ public final class HTTPCache: Sendable {
     }
 
     /// `body`, the cache's part of one call: with a storage you provide, its operations share
-    /// one time limit (see `ProvidedCacheStore`).
-    func withinOneTimeLimit<Result>(_ body: () async throws -> Result) async rethrows -> Result {
-        guard let limit = storageTimeLimit else { return try await body() }
-        return try await ProvidedCacheStore.$callTime.withValue(ProvidedCacheStore.CallTime(limit), operation: body)
+    /// one time limit on `clock`, the client's (see `ProvidedCacheStore`).
+    func withinOneTimeLimit<Result>(on clock: any ClientClock, _ body: () async throws -> Result) async rethrows -> Result {
+        guard let settings = storageSettings else { return try await body() }
+        return try await SharedStateClock.$current.withValue(clock) {
+            try await ProvidedCacheStore.$callTime.withValue(ProvidedCacheStore.CallTime(settings.timeLimit, on: clock), operation: body)
+        }
+    }
+
+    /// How the storage failed in the call under way, when its settings say that such a call
+    /// is refused.
+    func storageFailureRefusingTheCall() -> String? {
+        guard storageSettings?.whenStorageFails == .refuseCalls else { return nil }
+        return ProvidedCacheStore.callTime?.storageFailure
     }
 
     static func digest(_ body: ByteBuffer) -> String {

@@ -14,9 +14,12 @@ struct AccessTokenStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         guard let client = client.client else { return try await next(request, call) }
-        // A refresh this call starts (or waits for) may wait as long as the attempt allows.
+        // A refresh this call starts (or waits for) may wait as long as the attempt allows; a
+        // storage a fleet shares holds its time limits on the client's clock.
         return try await CallDeadline.$current.withValue(call.limits?.deadline) {
-            try await authorizer.send(request, client: client, observation: call.observation) { try await next($0, call) }
+            try await SharedStateClock.$current.withValue(client.configuration.clock) {
+                try await authorizer.send(request, client: client, observation: call.observation) { try await next($0, call) }
+            }
         }
     }
 }

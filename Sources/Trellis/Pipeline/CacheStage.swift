@@ -27,7 +27,7 @@ struct CacheStage: Stage {
     }
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
-        try await cache.withinOneTimeLimit { try await lookUpOrFetch(request, call, next: next) }
+        try await cache.withinOneTimeLimit(on: clock) { try await lookUpOrFetch(request, call, next: next) }
     }
 
     private func lookUpOrFetch(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
@@ -49,6 +49,7 @@ struct CacheStage: Stage {
             return try await fetch(request, key: key, revalidating: nil, storing: !control.noStore, call: call, next: next)
         }
         let stored = await cache.lookup(key).flatMap { entry in entry.0.matches(request) ? entry : nil }
+        try refuseIfTheStorageFailed(request, call)
         let now = clock.now
         switch policy {
         case .onlyIfCached:
@@ -74,6 +75,18 @@ struct CacheStage: Stage {
 
     /// Sends the request, conditional on a stored response's validators when there is one;
     /// a `304` refreshes and serves the stored response.
+    /// Refuses the call when its lookup found the storage failing and the cache's settings say
+    /// so (`whenStorageFails: .refuseCalls`): reported as every shared feature's failing storage
+    /// is, and refused before anything is sent.
+    private func refuseIfTheStorageFailed(_ request: Request, _ call: CallContext) throws {
+        guard let failure = cache.storageFailureRefusingTheCall() else { return }
+        let origin = request.origin
+        call.observation?.resilienceEvent(.sharedStateFailed(origin: origin, policy: "http_cache", detail: failure), for: request)
+        let refusal = CallRefusal(request: request, origin: origin, reason: .sharedStorageFailed, retryAt: nil, detail: "the HTTP cache's storage: \(failure)")
+        call.observation?.resilienceEvent(.callRefused(refusal), for: request)
+        throw TrellisError.callRefused(refusal)
+    }
+
     private func fetch(
         _ request: Request,
         key: String,

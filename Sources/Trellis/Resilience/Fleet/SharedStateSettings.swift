@@ -1,8 +1,9 @@
 /// How a process treats the storage a feature shares with the other processes of a fleet: how
 /// long each operation on it may take, what calls do while it fails, and when it is tried
-/// again. Every feature a fleet shares through Trellis's policies (``PauseSharing``,
-/// ``RateLimitSharing``) holds one, and Trellis applies it the same way for each, on the
-/// client's clock: an operation that takes longer than ``timeLimit`` has failed, a failure is
+/// again. Every feature a fleet shares holds one: the policies' ``PauseSharing`` and
+/// ``RateLimitSharing``, the ``HTTPCache`` in a storage you provide, and the access tokens'
+/// storage in PostgreSQL (`PostgresAccessTokenStorage`). Trellis applies it the same way for
+/// each, on the client's clock: an operation that takes longer than ``timeLimit`` has failed, a failure is
 /// a ``ResilienceEvent/sharedStateFailed(origin:policy:detail:)`` event and a log line, and
 /// the storage is left alone for ``retryStorageAfter``, while ``whenStorageFails`` says what
 /// the calls do.

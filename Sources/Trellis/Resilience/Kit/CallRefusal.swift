@@ -1,6 +1,6 @@
 public import Foundation
 
-/// Why a resilience policy refused a call before sending it
+/// Why a resilience policy, or a feature a fleet shares, refused a call before sending it
 /// (``TrellisError/callRefused(_:)``).
 public struct CallRefusal: Sendable, CustomStringConvertible {
     /// Which policy refused the call, and why.
@@ -19,6 +19,10 @@ public struct CallRefusal: Sendable, CustomStringConvertible {
         /// The client's own ``RateLimit`` would have held the request longer than its
         /// ``RateLimit/maximumWait``.
         case rateLimit
+        /// A feature the fleet shares through a storage (the ``HTTPCache`` in a storage you
+        /// provide) found that storage failing, and its ``SharedStateSettings`` say to refuse
+        /// calls then (``SharedStateFailure/refuseCalls``).
+        case sharedStorageFailed
     }
 
     /// The method and URL of the call, redacted.
@@ -50,6 +54,7 @@ public struct CallRefusal: Sendable, CustomStringConvertible {
         case .concurrencyLimit: "the concurrency limit of \(origin) held it back (\(detail))"
         case .rateLimited: "\(origin) asked for a pause (\(detail))"
         case .rateLimit: "the client's rate limit held it back (\(detail))"
+        case .sharedStorageFailed: "a storage the fleet shares failed (\(detail))"
         }
         let again = retryAt.map { date in
             let seconds = max(0, date.timeIntervalSinceNow)

@@ -36,7 +36,7 @@ public enum ResilienceEvent: Sendable {
     case rateLimitSpent(origin: String, key: String, until: Date)
     /// The store a policy shares with other processes failed (`detail` says how): the policy
     /// goes on with this process's own state, or refuses calls, as its setting says
-    /// (``SharedStateFailure``). `policy` names it: `rate_limit`, `shared_backoff` or `circuit_breaker`.
+    /// (``SharedStateFailure``). `policy` names it: `rate_limit`, `shared_backoff`, `circuit_breaker` or `http_cache`.
     case sharedStateFailed(origin: String, policy: String, detail: String)
     /// A policy refused the call before it was sent; the call fails with
     /// ``TrellisError/callRefused(_:)``.
