@@ -119,7 +119,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         return try rows.first.map(Self.entry)
     }
 
-    public func claimNext(at now: Date) async throws -> OutboxEntry? {
+    /// Claims the next call; the lease is not kept, since one process uses the file at a time
+    /// and an outbox that starts releases every claim (``releaseClaims()``).
+    public func claimNext(at now: Date, leaseFor lease: Duration) async throws -> OutboxEntry? {
         let rows = try await run("claim a call in") {
             try await self.connection.query(
                 """
@@ -137,6 +139,10 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
         return try rows.first.map(Self.entry)
     }
+
+    /// Does nothing: the claims are this process's until it dies, and the next outbox on the
+    /// file releases them when it starts.
+    public func renewClaims(_ ids: [Int64], leaseFor lease: Duration) async throws {}
 
     public func releaseClaims() async throws {
         _ = try await run("release the claims of") {
@@ -201,7 +207,7 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
-    public func nextDue() async throws -> Date? {
+    public func nextDue(at now: Date) async throws -> Date? {
         let rows = try await run("read the next call of") {
             try await self.connection.query(
                 """
@@ -227,18 +233,12 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     }
 
     private static func encode(_ fields: HTTPFields) -> ByteBuffer {
-        let pairs = fields.map { [$0.name.rawName, $0.value] }
-        return ByteBuffer(data: (try? JSONEncoder().encode(pairs)) ?? Data("[]".utf8))
+        ByteBuffer(data: OutboxFieldsCoding.encode(fields))
     }
 
     private static func decode(_ data: SQLiteData?) throws -> HTTPFields {
         guard case .blob(let buffer) = data else { return [:] }
-        let pairs = try JSONDecoder().decode([[String]].self, from: Data(buffer: buffer))
-        var fields = HTTPFields()
-        for pair in pairs where pair.count == 2 {
-            if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
-        }
-        return fields
+        return try OutboxFieldsCoding.decode(Data(buffer: buffer))
     }
 
     private static func entry(_ row: SQLiteRow) throws -> OutboxEntry {

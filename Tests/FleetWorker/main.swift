@@ -12,6 +12,9 @@
 //     calls SERVER_URL/me CALLS times through an HTTP cache kept in PostgreSQL;
 //   create-tables DATABASE_SOCKET GATE_FILE
 //     creates the four stores' tables once GATE_FILE exists, and prints `created` or the failure;
+//   outbox-fleet DATABASE_SOCKET SERVER_URL GATE_FILE
+//     once GATE_FILE exists, delivers the outbox kept in PostgreSQL beside the other workers,
+//     and prints `drained` once nothing is left;
 //
 // then prints how many calls were answered and how many failed, with the first failure. And:
 //
@@ -120,6 +123,40 @@ if arguments.count == 4, arguments[1] == "create-tables" {
         } catch {
             print("failed: \(error)")
         }
+        group.cancelAll()
+    }
+    exit(0)
+}
+
+// outbox-fleet DATABASE_SOCKET SERVER_URL GATE_FILE: once GATE_FILE exists, delivers the outbox
+// kept in PostgreSQL (the test has made its table and enqueued the calls) beside the other
+// workers, with a lease of a second on its claims, sending its process id in `X-Worker`;
+// prints `drained` once nothing is left to deliver (or what is left after two minutes).
+if arguments.count == 5, arguments[1] == "outbox-fleet", let url = URL(string: arguments[3]) {
+    let postgres = database(arguments[2])
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { await postgres.run() }
+        while !FileManager.default.fileExists(atPath: arguments[4]) { try? await Task.sleep(for: .milliseconds(1)) }
+        let client = Client(baseURL: url) {
+            $0.timeouts.request = .seconds(10)
+            $0.defaultHeaders[HTTPField.Name("X-Worker")!] = "\(ProcessInfo.processInfo.processIdentifier)"
+        }
+        let outbox = Outbox(
+            client: client,
+            storage: PostgresOutboxStorage(client: postgres, timeLimit: .seconds(30), pollInterval: .milliseconds(20)),
+            settings: OutboxSettings(initialDelay: .milliseconds(10), maximumDelay: .milliseconds(200), concurrency: 4, claimLease: .seconds(1))
+        )
+        let delivery = Task { try await outbox.run() }
+        // A worker process's own wait, not a test's: it looks at what is left every 20 ms, and
+        // gives up after two minutes, so that calls left for ever fail the test, not hang it.
+        let giveUp = ContinuousClock.now + .seconds(120)
+        var left = -1
+        while left != 0, ContinuousClock.now < giveUp {
+            left = (try? await outbox.pending().count) ?? -1
+            if left != 0 { try? await Task.sleep(for: .milliseconds(20)) }
+        }
+        delivery.cancel()
+        FileHandle.standardOutput.write(Data((left == 0 ? "drained\n" : "gave up with \(left) calls left\n").utf8))
         group.cancelAll()
     }
     exit(0)

@@ -259,10 +259,11 @@ final class ClaimCounting: OutboxStorage {
     }
 
     func insert(_ entry: OutboxEntry, limit: Int) async throws -> OutboxEntry? { try await storage.insert(entry, limit: limit) }
-    func claimNext(at now: Date) async throws -> OutboxEntry? {
+    func claimNext(at now: Date, leaseFor lease: Duration) async throws -> OutboxEntry? {
         count.withLockedValue { $0 += 1 }
-        return try await storage.claimNext(at: now)
+        return try await storage.claimNext(at: now, leaseFor: lease)
     }
+    func renewClaims(_ ids: [Int64], leaseFor lease: Duration) async throws { try await storage.renewClaims(ids, leaseFor: lease) }
     func releaseClaims() async throws { try await storage.releaseClaims() }
     func delivered(_ id: Int64) async throws { try await storage.delivered(id) }
     func reschedule(_ id: Int64, notBefore: Date, failure: String) async throws { try await storage.reschedule(id, notBefore: notBefore, failure: failure) }
@@ -270,7 +271,7 @@ final class ClaimCounting: OutboxStorage {
     func entries(deadLetters: Bool) async throws -> [OutboxEntry] { try await storage.entries(deadLetters: deadLetters) }
     func remove(_ id: Int64) async throws { try await storage.remove(id) }
     func revive(_ id: Int64) async throws { try await storage.revive(id) }
-    func nextDue() async throws -> Date? { try await storage.nextDue() }
+    func nextDue(at now: Date) async throws -> Date? { try await storage.nextDue(at: now) }
 }
 
 /// A `trellis-fleet-worker` process running the outbox mode.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// Calls that change something, kept in durable storage until the server gives them a final
@@ -30,6 +31,8 @@ public final class Outbox: Sendable {
     private let settings: OutboxSettings
     private let logger: Logger
     private let wakeups = Wakeups()
+    /// The calls this process is delivering, whose claims it renews.
+    private let inFlight = NIOLockedValueBox<Set<Int64>>([])
     private let outcomeSink: AsyncStream<OutboxOutcome>.Continuation
 
     /// Each call's final answer as it comes: delivered, or a dead letter. For one consumer; what
@@ -110,13 +113,30 @@ public final class Outbox: Sendable {
     }
 
     /// Delivers the stored calls, and those enqueued meanwhile, until the task is cancelled.
-    /// Calls a process died delivering are delivered again first, with their keys. Run one per
-    /// outbox.
+    /// Calls a process died delivering are delivered again, with their keys: at once from a
+    /// storage one process uses, once their claims' leases run out from one a fleet shares.
+    /// Run one per outbox.
     public func run() async throws {
         try await storage.releaseClaims()
         await withDiscardingTaskGroup { group in
             for _ in 0..<settings.concurrency {
                 group.addTask { await self.deliverWhileRunning() }
+            }
+            group.addTask { await self.renewClaimsWhileRunning() }
+        }
+    }
+
+    /// Renews the claims of the calls being delivered, every third of their lease.
+    private func renewClaimsWhileRunning() async {
+        let clock = client.configuration.clock
+        while !Task.isCancelled {
+            try? await clock.sleep(for: settings.claimLease / 3)
+            let ids = inFlight.withLockedValue { $0 }
+            guard !ids.isEmpty, !Task.isCancelled else { continue }
+            do {
+                try await storage.renewClaims(Array(ids), leaseFor: settings.claimLease)
+            } catch {
+                logger.warning("[Trellis] the outbox could not renew its claims on \(ids.count) calls (\(error)); another process may deliver them too, with their keys")
             }
         }
     }
@@ -129,16 +149,18 @@ public final class Outbox: Sendable {
             let seen = wakeups.generation
             let entry: OutboxEntry?
             do {
-                entry = try await storage.claimNext(at: clock.now)
+                entry = try await storage.claimNext(at: clock.now, leaseFor: settings.claimLease)
             } catch {
                 logger.warning("[Trellis] the outbox could not read its storage (\(error)); it tries again in a second")
                 await wakeups.wait(after: seen, atMost: .seconds(1), on: clock)
                 continue
             }
             guard let entry else {
-                let due = try? await storage.nextDue()
-                let wait = due.map { Duration.saturating(seconds: $0.timeIntervalSince(clock.now)) } ?? .seconds(60)
-                await wakeups.wait(after: seen, atMost: min(max(wait, .milliseconds(1)), .seconds(60)), on: clock)
+                let now = clock.now
+                let due = try? await storage.nextDue(at: now)
+                let wait = due.map { Duration.saturating(seconds: $0.timeIntervalSince(now)) } ?? .seconds(60)
+                let longest = storage.pollInterval.map { min($0, .seconds(60)) } ?? .seconds(60)
+                await wakeups.wait(after: seen, atMost: min(max(wait, .milliseconds(1)), longest), on: clock)
                 continue
             }
             await deliver(entry)
@@ -148,7 +170,9 @@ public final class Outbox: Sendable {
     /// Sends `entry` once through the client, and records how it ended; then wakes the other
     /// deliverers, for the call of its lane that waited for it.
     private func deliver(_ entry: OutboxEntry) async {
+        inFlight.withLockedValue { _ = $0.insert(entry.id) }
         await send(entry)
+        inFlight.withLockedValue { _ = $0.remove(entry.id) }
         wakeups.signal()
     }
 

@@ -16,6 +16,10 @@ public struct OutboxSettings: Sendable {
     public var maximumDelay: Duration
     /// How many calls are delivered at once, each in a lane of its own.
     public var concurrency: Int
+    /// How long a claim on a call holds it for the process delivering it, in a storage a fleet
+    /// shares: renewed every third of it while the delivery lasts, so a process that dies
+    /// leaves its calls to the others once it has run out. 30 seconds unless you say otherwise.
+    public var claimLease: Duration
 
     /// Settings; each limit is at least 1 (a millisecond for durations).
     public init(
@@ -25,7 +29,8 @@ public struct OutboxSettings: Sendable {
         maximumAge: Duration = .seconds(86_400),
         initialDelay: Duration = .seconds(1),
         maximumDelay: Duration = .seconds(300),
-        concurrency: Int = 4
+        concurrency: Int = 4,
+        claimLease: Duration = .seconds(30)
     ) {
         self.maximumEntries = max(1, maximumEntries)
         self.maximumPayloadSize = max(1, maximumPayloadSize)
@@ -34,5 +39,6 @@ public struct OutboxSettings: Sendable {
         self.initialDelay = max(.milliseconds(1), initialDelay)
         self.maximumDelay = max(self.initialDelay, maximumDelay)
         self.concurrency = max(1, concurrency)
+        self.claimLease = max(.milliseconds(3), claimLease)
     }
 }

@@ -230,6 +230,9 @@ struct FleetWorker: Sendable {
         return workers
     }
 
+    /// The worker's process id.
+    var pid: pid_t { process.processIdentifier }
+
     /// What the worker printed (its standard output and standard error), once it has exited.
     func output() async -> String {
         _ = try? await process.terminationStatus()
