@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 import Trellis
 import TrellisSQLite
+import TrellisTesting
 
 @Suite("The outbox, on SQLite, against a server that keeps the draft's promises")
 struct OutboxTests {
@@ -226,6 +227,144 @@ struct OutboxTests {
         #expect(try await outbox.pending().map(\.idempotencyKey) == ["call-0", "call-1", "call-2"])
     }
 
+    /// A call that waits past ``OutboxSettings/maximumAge`` (its server refusing it for now) is
+    /// a dead letter the next time it is due, naming the limit, without being sent again; the
+    /// call of another lane is delivered meanwhile, and nothing else is touched. Time is the
+    /// test's clock.
+    @Test(.timeLimit(.minutes(1)))
+    func aCallPastItsMaximumAgeIsADeadLetterNamingTheLimit() async throws {
+        try await ScriptedServer.with({ received in
+            received.field("Idempotency-Key")?.contains("call-1") == true ? ScriptedServer.response("503 Service Unavailable") : ScriptedServer.response("201 Created")
+        }) { server in
+            let clock = ManualClock()
+            let settings = OutboxSettings(maximumAge: .seconds(60), initialDelay: .seconds(1), maximumDelay: .seconds(1), concurrency: 1)
+            let outbox = Outbox(client: Client(baseURL: server.url) { $0.clock = clock }, storage: try await SQLiteOutboxStorage(path: Self.file()), settings: settings)
+            let waiting = try await outbox.enqueue(Self.order(server.url, 1), lane: "a")
+            let delivered = try await outbox.enqueue(Self.order(server.url, 2), lane: "b")
+            let delivery = Task { try await outbox.run() }
+            defer { delivery.cancel() }
+            var outcomes = outbox.outcomes.makeAsyncIterator()
+            guard case .delivered(let id, _)? = await outcomes.next() else { Issue.record("no delivery"); return }
+            #expect(id == delivered)
+            // The deliverer waits for the refused call's next turn, a second away, and the
+            // claims' renewal for its own: then the clock moves past the call's age.
+            await clock.sleepers(reaching: 2)
+            clock.advance(by: .seconds(61))
+            guard case .deadLettered(let dead)? = await outcomes.next() else { Issue.record("no dead letter"); return }
+            #expect(dead.id == waiting && dead.lastFailure?.contains("maximumAge") == true)
+            #expect(try await outbox.deadLetters().map(\.id) == [waiting])
+            #expect(try await outbox.pending().isEmpty)
+            #expect(server.requests.filter { $0.field("Idempotency-Key")?.contains("call-1") == true }.count == 1)
+        }
+    }
+
+    /// A disk that fills up (a small tmpfs, mounted for the test) refuses the `enqueue` that no
+    /// longer fits, naming the storage's failure; the calls stored before are all there, and once
+    /// there is room again the outbox takes calls and delivers every one.
+    @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(1)))
+    func aFullDiskRefusesTheEnqueueThatDoesNotFitAndLosesNothing() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "trellis-full-disk-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Self.run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", folder.path])
+        defer {
+            try? Self.run("/usr/bin/umount", [folder.path])
+            try? FileManager.default.removeItem(at: folder)
+        }
+        // Most of the disk taken by something else, as a disk that fills up is.
+        let filler = folder.appending(path: "filler")
+        try Data(repeating: 0, count: (8 << 20) - (512 << 10)).write(to: filler)
+        let orders = IdempotentServer()
+        try await ScriptedServer.with(orders.script) { server in
+            let outbox = Outbox(client: Client(baseURL: server.url), storage: try await SQLiteOutboxStorage(path: folder.appending(path: "outbox.sqlite").path))
+            func order(_ number: Int) throws -> Request {
+                var request = try Self.order(server.url, number)
+                request.body = RequestBody(String(repeating: "\(number % 10)", count: 8 << 10), contentType: "text/plain")
+                return request
+            }
+            var stored = 0
+            var refusal: OutboxError?
+            while refusal == nil, stored < 200 {
+                do {
+                    try await outbox.enqueue(order(stored))
+                    stored += 1
+                } catch let error as OutboxError {
+                    refusal = error
+                }
+            }
+            let error = try #require(refusal, "the disk never filled")
+            #expect(error.reason == .storageFailed && error.description.contains("full"), "\(error)")
+            #expect(stored > 0)
+            #expect(try await outbox.pending().map(\.idempotencyKey) == (0..<stored).map { "call-\($0)" })
+
+            try FileManager.default.removeItem(at: filler)
+            try await outbox.enqueue(order(stored))
+            let delivery = Task { try await outbox.run() }
+            defer { delivery.cancel() }
+            var outcomes = outbox.outcomes.makeAsyncIterator()
+            for _ in 0...stored {
+                guard case .delivered? = await outcomes.next() else { Issue.record("a call was not delivered"); return }
+            }
+            #expect(Set(orders.carriedOut) == Set((0...stored).map { "call-\($0)" }))
+        }
+    }
+
+    /// The disk fills up while a call is delivered, between the server's answer and its record:
+    /// the outbox records it again and again until there is room, and the lane goes on after it
+    /// (left marked as being delivered, the call held its lane until a restart). Each call
+    /// arrives once, in its lane's order.
+    @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(1)))
+    func aDeliveryTheDiskHasNoRoomToRecordIsRecordedOnceThereIsRoom() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "trellis-full-disk-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Self.run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", folder.path])
+        defer {
+            try? Self.run("/usr/bin/umount", [folder.path])
+            try? FileManager.default.removeItem(at: folder)
+        }
+        let filler = folder.appending(path: "filler")
+        let orders = IdempotentServer()
+        let filled = NIOLockedValueBox(false)
+        try await ScriptedServer.with({ received in
+            // The first delivery's answer leaves the disk full.
+            if filled.withLockedValue({ filled in defer { filled = true }; return !filled }) {
+                _ = FileManager.default.createFile(atPath: filler.path, contents: nil)
+                if let handle = try? FileHandle(forWritingTo: filler) {
+                    while (try? handle.write(contentsOf: Data(count: 64 << 10))) != nil {}
+                    try? handle.close()
+                }
+            }
+            return orders.script(received)
+        }) { server in
+            let storage = ClaimCounting(try await SQLiteOutboxStorage(path: folder.appending(path: "outbox.sqlite").path))
+            let outbox = Outbox(client: Client(baseURL: server.url), storage: storage, settings: Self.quickRetries)
+            for number in 0..<3 { try await outbox.enqueue(Self.order(server.url, number), lane: "one") }
+            let delivery = Task { try await outbox.run() }
+            defer { delivery.cancel() }
+            var outcomes = outbox.outcomes.makeAsyncIterator()
+            // Room again once the outbox has failed to record the first delivery twice.
+            while storage.deliveriesNotRecorded < 2 { await Task.yield() }
+            try FileManager.default.removeItem(at: filler)
+            for _ in 0..<3 {
+                guard case .delivered? = await outcomes.next() else { Issue.record("a call was not delivered"); return }
+            }
+            #expect(orders.carriedOut == ["call-0", "call-1", "call-2"])
+            #expect(orders.arrivals == 3)
+            #expect(try await outbox.pending().isEmpty)
+        }
+    }
+
+    /// Runs `executable` with `arguments`, and throws when it fails.
+    private static func run(_ executable: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(filePath: executable)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw OutboxError(.storageFailed, "\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        }
+    }
+
     /// A file that is not an outbox is refused when it is opened, naming it; a file that is one
     /// opens again with its calls.
     @Test func aDamagedFileIsRefusedAndAnOutboxOpensAgainWithItsCalls() async throws {
@@ -248,11 +387,14 @@ struct OutboxTests {
     }
 }
 
-/// A storage that counts the claims made of the one it wraps.
+/// A storage that counts the claims made of the one it wraps, and the deliveries it failed to
+/// record.
 final class ClaimCounting: OutboxStorage {
     private let storage: SQLiteOutboxStorage
     private let count = NIOLockedValueBox(0)
+    private let failedRecords = NIOLockedValueBox(0)
     var claims: Int { count.withLockedValue { $0 } }
+    var deliveriesNotRecorded: Int { failedRecords.withLockedValue { $0 } }
 
     init(_ storage: SQLiteOutboxStorage) {
         self.storage = storage
@@ -265,7 +407,14 @@ final class ClaimCounting: OutboxStorage {
     }
     func renewClaims(_ ids: [Int64], leaseFor lease: Duration) async throws { try await storage.renewClaims(ids, leaseFor: lease) }
     func releaseClaims() async throws { try await storage.releaseClaims() }
-    func delivered(_ id: Int64) async throws { try await storage.delivered(id) }
+    func delivered(_ id: Int64) async throws {
+        do {
+            try await storage.delivered(id)
+        } catch {
+            failedRecords.withLockedValue { $0 += 1 }
+            throw error
+        }
+    }
     func reschedule(_ id: Int64, notBefore: Date, failure: String) async throws { try await storage.reschedule(id, notBefore: notBefore, failure: failure) }
     func deadLetter(_ id: Int64, reason: String, answer: Response<Data>?) async throws { try await storage.deadLetter(id, reason: reason, answer: answer) }
     func entries(deadLetters: Bool) async throws -> [OutboxEntry] { try await storage.entries(deadLetters: deadLetters) }

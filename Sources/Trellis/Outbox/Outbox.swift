@@ -136,7 +136,7 @@ public final class Outbox: Sendable {
             do {
                 try await storage.renewClaims(Array(ids), leaseFor: settings.claimLease)
             } catch {
-                logger.warning("[Trellis] the outbox could not renew its claims on \(ids.count) calls (\(error)); another process may deliver them too, with their keys")
+                logger.warning("the outbox could not renew its claims on \(ids.count) calls (\(error)); another process may deliver them too, with their keys")
             }
         }
     }
@@ -151,7 +151,8 @@ public final class Outbox: Sendable {
             do {
                 entry = try await storage.claimNext(at: clock.now, leaseFor: settings.claimLease)
             } catch {
-                logger.warning("[Trellis] the outbox could not read its storage (\(error)); it tries again in a second")
+                if Task.isCancelled { return }
+                logger.warning("the outbox could not read its storage (\(error)); it tries again in a second")
                 await wakeups.wait(after: seen, atMost: .seconds(1), on: clock)
                 continue
             }
@@ -202,12 +203,9 @@ public final class Outbox: Sendable {
         let code = response.status.code
         switch code {
         case 200..<400:
-            do {
-                try await storage.delivered(entry.id)
-            } catch {
-                // Delivered again after a restart, under its key: the server answers from what it stored.
-                logger.warning("[Trellis] the outbox could not record the delivery of \(entry.id) (\(error)); it may be sent again, with its key")
-            }
+            // Stopped before it is recorded, the call is sent again after a restart, under its
+            // key: the server answers from what it stored.
+            await record("the delivery", of: entry) { try await self.storage.delivered(entry.id) }
             outcomeSink.yield(.delivered(id: entry.id, status: response.status))
         case 408, 409, 425, 429, 500...:
             let asked = response.headerFields[.retryAfter].flatMap { RetryAfter.delay($0, now: clock.now) }
@@ -215,6 +213,28 @@ public final class Outbox: Sendable {
         default:
             await deadLetter(entry, reason: "the server refused it: \(code) \(response.status.reasonPhrase)", answer: response)
         }
+    }
+
+    /// Records how `entry`'s delivery ended, again and again until the storage takes it (a disk
+    /// that was full, a database that was down): until then the call's lane cannot go on, and a
+    /// call left marked as being delivered would hold it until a restart. Returns whether it was
+    /// recorded; stopped before it is, the call is delivered again, with its key, when an outbox
+    /// next starts on the storage (or, in a fleet, once its claim's lease has run out).
+    @discardableResult
+    private func record(_ what: String, of entry: OutboxEntry, _ operation: @Sendable () async throws -> Void) async -> Bool {
+        let clock = client.configuration.clock
+        var wait = settings.initialDelay
+        while !Task.isCancelled {
+            do {
+                try await operation()
+                return true
+            } catch {
+                logger.warning("the outbox could not record \(what) of call \(entry.id) (\(error)); it tries again in \(wait)")
+                try? await clock.sleep(for: wait)
+                wait = min(wait * 2, settings.maximumDelay)
+            }
+        }
+        return false
     }
 
     /// The request `entry` stands for, with its key.
@@ -239,20 +259,11 @@ public final class Outbox: Sendable {
         let backoff = settings.initialDelay * (1 << min(attempts - 1, 30))
         let wait = max(asked ?? .zero, min(backoff, settings.maximumDelay))
         let notBefore = client.configuration.clock.now.addingTimeInterval(wait.inSeconds)
-        do {
-            try await storage.reschedule(entry.id, notBefore: notBefore, failure: failure)
-        } catch {
-            logger.warning("[Trellis] the outbox could not reschedule \(entry.id) (\(error)); it is delivered again when the outbox next starts")
-        }
+        await record("the failed delivery", of: entry) { try await self.storage.reschedule(entry.id, notBefore: notBefore, failure: failure) }
     }
 
     private func deadLetter(_ entry: OutboxEntry, reason: String, answer: Response<Data>?) async {
-        do {
-            try await storage.deadLetter(entry.id, reason: reason, answer: answer)
-        } catch {
-            logger.warning("[Trellis] the outbox could not keep \(entry.id) as a dead letter (\(error)); it is tried again when the outbox next starts")
-            return
-        }
+        guard await record("the dead letter", of: entry, { try await self.storage.deadLetter(entry.id, reason: reason, answer: answer) }) else { return }
         var dead = entry
         dead.lastFailure = reason
         dead.finalAnswer = answer
