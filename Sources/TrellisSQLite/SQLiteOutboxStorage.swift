@@ -86,6 +86,25 @@ public final class SQLiteOutboxStorage: OutboxStorage {
                 )
                 """)
             _ = try await self.connection.query("CREATE INDEX IF NOT EXISTS trellis_outbox_lanes ON trellis_outbox (lane, id) WHERE state <> 'dead'")
+            // How many calls are held, dead letters apart, kept by triggers in the statements
+            // that change it: `insert` checks the limit without counting the rows each time.
+            _ = try await self.connection.query("CREATE TABLE IF NOT EXISTS trellis_outbox_size (held INTEGER NOT NULL)")
+            _ = try await self.connection.query(
+                "INSERT INTO trellis_outbox_size SELECT count(*) FROM trellis_outbox WHERE state <> 'dead' AND NOT EXISTS (SELECT 1 FROM trellis_outbox_size)"
+            )
+            _ = try await self.connection.query("""
+                CREATE TRIGGER IF NOT EXISTS trellis_outbox_added AFTER INSERT ON trellis_outbox WHEN new.state <> 'dead'
+                BEGIN UPDATE trellis_outbox_size SET held = held + 1; END
+                """)
+            _ = try await self.connection.query("""
+                CREATE TRIGGER IF NOT EXISTS trellis_outbox_removed AFTER DELETE ON trellis_outbox WHEN old.state <> 'dead'
+                BEGIN UPDATE trellis_outbox_size SET held = held - 1; END
+                """)
+            _ = try await self.connection.query("""
+                CREATE TRIGGER IF NOT EXISTS trellis_outbox_state AFTER UPDATE OF state ON trellis_outbox
+                WHEN (old.state = 'dead') <> (new.state = 'dead')
+                BEGIN UPDATE trellis_outbox_size SET held = held + (CASE WHEN new.state = 'dead' THEN -1 ELSE 1 END); END
+                """)
             _ = try await self.connection.query("PRAGMA application_id = \(Self.applicationID)")
         }
     }
@@ -106,7 +125,7 @@ public final class SQLiteOutboxStorage: OutboxStorage {
             try await self.connection.query(
                 """
                 INSERT INTO trellis_outbox (lane, method, url, fields, body, idempotency_key, enqueued_at, not_before)
-                SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM trellis_outbox WHERE state <> 'dead') < ?
+                SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT held FROM trellis_outbox_size) < ?
                 RETURNING *
                 """,
                 [
