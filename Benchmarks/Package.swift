@@ -17,9 +17,11 @@ let package = Package(
         .executable(name: "trellis-benchmarks", targets: ["TrellisBenchmarks"]),
     ],
     dependencies: [
-        // With the Postgres trait, for the `fleet` suite's TrellisPostgres.
-        .package(name: "Trellis", path: "..", traits: ["Postgres"]),
+        // With the Postgres trait, for the `fleet` suite's TrellisPostgres, and the SQLite trait,
+        // for the `outbox` suite's TrellisSQLite (against bare inserts through sqlite-nio).
+        .package(name: "Trellis", path: "..", traits: ["Postgres", "SQLite"]),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
@@ -61,6 +63,8 @@ let package = Package(
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "TrellisPostgres", package: "Trellis"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "TrellisSQLite", package: "Trellis"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
             ],
             path: "Sources/trellis-benchmarks",
             swiftSettings: strictSettings

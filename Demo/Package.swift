@@ -14,8 +14,8 @@ let package = Package(
         .executable(name: "trellis-fleet-example", targets: ["TrellisFleetExample"]),
     ],
     dependencies: [
-        // With the trait CI builds Trellis with, so that the demo reuses its build.
-        .package(name: "Trellis", path: "..", traits: ["Postgres"]),
+        // With the traits CI builds Trellis with, so that the demo reuses its build.
+        .package(name: "Trellis", path: "..", traits: ["Postgres", "SQLite"]),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
@@ -27,6 +27,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Trellis", package: "Trellis"),
                 .product(name: "TrellisOpenAPI", package: "Trellis"),
+                .product(name: "TrellisSQLite", package: "Trellis"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

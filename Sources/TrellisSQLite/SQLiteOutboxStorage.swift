@@ -2,6 +2,7 @@
 public import Foundation
 import HTTPTypes
 public import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import SQLiteNIO
 public import Trellis
@@ -22,6 +23,9 @@ public import Trellis
 public final class SQLiteOutboxStorage: OutboxStorage {
     private let connection: SQLiteConnection
     private let path: String
+    /// Whether ``close()`` has not been called: sqlite-nio 1.13.2 crashes on a connection
+    /// closed twice (its second close clears the hooks of a handle already freed).
+    private let isOpen = NIOLockedValueBox(true)
 
     /// Opens (or creates) the outbox in the SQLite file at `path`.
     ///
@@ -112,12 +116,13 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// Closes the file. A storage released without it closes its file then, on SwiftNIO's
     /// thread pool.
     public func close() async throws {
+        guard isOpen.withLockedValue({ open in defer { open = false }; return open }) else { return }
         try await connection.close()
     }
 
     deinit {
-        // The connection insists on being closed before it goes; closing it again is harmless.
-        _ = connection.close()
+        // The connection insists on being closed before it goes, and only once.
+        if isOpen.withLockedValue({ $0 }) { _ = connection.close() }
     }
 
     public func insert(_ entry: OutboxEntry, limit: Int) async throws -> OutboxEntry? {
@@ -242,6 +247,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// `operation`, whose SQLite error becomes an ``Trellis/OutboxError`` naming the file and
     /// what was being done (a full disk is SQLite's `SQLITE_FULL`, "database or disk is full").
     private func run<Value>(_ what: String, _ operation: () async throws -> Value) async throws -> Value {
+        guard isOpen.withLockedValue({ $0 }) else {
+            throw OutboxError(.storageFailed, "could not \(what) the outbox in \(path): the storage was closed")
+        }
         do {
             return try await operation()
         } catch let error as OutboxError {

@@ -96,11 +96,4 @@ enum BombBenchmark {
     private static func resetPeak() {
         try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
     }
-
-    private static func residentKiB(_ field: String) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) })
-        else { return 0 }
-        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
-    }
 }

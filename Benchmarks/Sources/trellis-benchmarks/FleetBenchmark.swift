@@ -125,24 +125,4 @@ enum FleetBenchmark {
         }
     }
 
-    /// `rounds` figures of each side, the sides taking turns and the first swapped each round.
-    private static func alternated(
-        _ rounds: Int,
-        _ baseline: () async throws -> Double,
-        _ measured: () async throws -> Double
-    ) async throws -> (baseline: [Double], measured: [Double]) {
-        var figures: (baseline: [Double], measured: [Double]) = ([], [])
-        for round in 0..<rounds {
-            if round.isMultiple(of: 2) {
-                figures.baseline.append(try await baseline())
-                figures.measured.append(try await measured())
-            } else {
-                figures.measured.append(try await measured())
-                figures.baseline.append(try await baseline())
-            }
-        }
-        return figures
-    }
-
-    private static func mean(_ values: [Double]) -> Double { values.reduce(0, +) / Double(max(values.count, 1)) }
 }

@@ -167,3 +167,32 @@ func median(_ values: [Double]) -> Double {
 struct BenchmarkFailure: Error, CustomStringConvertible {
     var description: String
 }
+
+/// `rounds` figures of each side, the sides taking turns and the first swapped each round.
+func alternated(
+    _ rounds: Int,
+    _ baseline: () async throws -> Double,
+    _ measured: () async throws -> Double
+) async throws -> (baseline: [Double], measured: [Double]) {
+    var figures: (baseline: [Double], measured: [Double]) = ([], [])
+    for round in 0..<rounds {
+        if round.isMultiple(of: 2) {
+            figures.baseline.append(try await baseline())
+            figures.measured.append(try await measured())
+        } else {
+            figures.measured.append(try await measured())
+            figures.baseline.append(try await baseline())
+        }
+    }
+    return figures
+}
+
+func mean(_ values: [Double]) -> Double { values.reduce(0, +) / Double(max(values.count, 1)) }
+
+/// A field of `/proc/self/status` in KiB: `VmRSS:` (resident now) or `VmHWM:` (its peak).
+func residentKiB(_ field: String) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) })
+    else { return 0 }
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+}

@@ -1,7 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
-// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience, fleet), transfers, realtime, compile. With no argument,
+// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience, fleet, outbox), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -87,6 +87,11 @@ do {
             Report.print(
                 "A fleet's shared state through PostgreSQL against the same state in the process (AsyncHTTPClient)",
                 try await FleetBenchmark.run(rounds: max(rounds, 5))
+            )
+        case "outbox":
+            Report.print(
+                "The outbox on SQLite: \(OutboxBenchmark.calls) calls of a 200-byte JSON body (AsyncHTTPClient)",
+                try await OutboxBenchmark.run(rounds: max(rounds, 5))
             )
         case "compile":
             let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)

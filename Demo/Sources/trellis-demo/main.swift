@@ -82,12 +82,13 @@ func notFound(_ id: Int) -> Hummingbird.Response {
     )
 }
 
-func demoRouter(_ store: Store, issuer: TokenIssuer) -> Router<BasicRequestContext> {
+func demoRouter(_ store: Store, issuer: TokenIssuer, shop: Shop) -> Router<BasicRequestContext> {
     let router = Router()
     issuer.install(router)
     MediaRoutes.install(router)
     QuoteRoutes.install(router)
     FlakyDependencyRoutes.install(router)
+    shop.install(router)
     router.get("posts") { _, _ in try json(await store.all()) }
     // Moved for good: the newest post lives at its own address.
     router.get("latest") { _, _ in
@@ -222,12 +223,13 @@ func tour(_ baseURL: URL, session: HTTPArchiveMonitor) async throws {
 }
 
 func runDemo() async -> Int32 {
+    let shop = Shop()
     var serverLogger = Logger(label: "demo-server")
     serverLogger.logLevel = .warning
     let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
     let issuer = TokenIssuer()
     let app = Application(
-        router: demoRouter(Store(), issuer: issuer),
+        router: demoRouter(Store(), issuer: issuer, shop: shop),
         server: .http1WebSocketUpgrade(webSocketRouter: EchoRoutes.router()),
         configuration: .init(address: .hostname("127.0.0.1", port: 0)),
         onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) },
@@ -253,6 +255,7 @@ func runDemo() async -> Int32 {
         try await openAPITour(baseURL)
         try await connectivityTour(baseURL)
         try await resilienceTour(baseURL)
+        try await outboxTour(baseURL, shop: shop)
         step("The first tour's session as HAR, credentials redacted")
         try session.write()
         let entries = session.recorder.archive.log.entries
@@ -266,4 +269,7 @@ func runDemo() async -> Int32 {
     }
 }
 
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "outbox-worker", let url = URL(string: CommandLine.arguments[3]) {
+    exit(await runOutboxWorker(file: CommandLine.arguments[2], url: url))
+}
 exit(await runDemo())

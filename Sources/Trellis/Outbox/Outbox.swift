@@ -249,7 +249,10 @@ public final class Outbox: Sendable {
         return request
     }
 
-    /// Makes `entry` due again after its backoff (or `asked`), or a dead letter past the limits.
+    /// Makes `entry` due again after its backoff, or what the server `asked` when that is
+    /// longer, within ``OutboxSettings/maximumDelay`` (a server that asks for a year is tried
+    /// again then, and its call ends at ``OutboxSettings/maximumAge`` as every other's); or a
+    /// dead letter past the limits.
     private func retryLater(_ entry: OutboxEntry, failure: String, after asked: Duration?) async {
         let attempts = entry.attempts + 1
         guard attempts < settings.maximumAttempts else {
@@ -257,7 +260,7 @@ public final class Outbox: Sendable {
             return
         }
         let backoff = settings.initialDelay * (1 << min(attempts - 1, 30))
-        let wait = max(asked ?? .zero, min(backoff, settings.maximumDelay))
+        let wait = min(max(asked ?? .zero, backoff), settings.maximumDelay)
         let notBefore = client.configuration.clock.now.addingTimeInterval(wait.inSeconds)
         await record("the failed delivery", of: entry) { try await self.storage.reschedule(entry.id, notBefore: notBefore, failure: failure) }
     }
