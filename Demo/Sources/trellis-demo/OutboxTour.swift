@@ -40,7 +40,7 @@ func runOutboxWorker(file: String, url: URL) async -> Int32 {
         let outbox = Outbox(client: Client(baseURL: url), storage: try await SQLiteOutboxStorage(path: file))
         for number in 1...12 {
             var request = try Trellis.Request(method: .post, url: url.appending(path: "orders"))
-            request.body = RequestBody(#"{"item":\#(number)}"#, contentType: "application/json")
+            request.body = Trellis.RequestBody(#"{"item":\#(number)}"#, contentType: "application/json")
             try await outbox.enqueue(request, lane: "customer-\(number % 3)")
         }
         try await outbox.run()
