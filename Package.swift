@@ -181,6 +181,8 @@ let package = Package(
                 "Trellis",
                 "TrellisPostgres",
                 "TrellisSQLite",
+                // The outbox's tests hold a lock on its file from a connection of their own.
+                .product(name: "SQLiteNIO", package: "sqlite-nio", condition: .when(traits: ["SQLite"])),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
             ],
             path: "Tests/FleetWorker",

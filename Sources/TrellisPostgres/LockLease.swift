@@ -17,6 +17,9 @@ final class LockLease: Sendable {
     /// how long, or the database's error.
     struct NotTaken: Error, CustomStringConvertible {
         let description: String
+        /// Whether the connection was there and the lock was held by another the whole time:
+        /// a wait, not a failure of the database.
+        var waitedForTheLock = false
     }
 
     private struct State {
@@ -64,7 +67,9 @@ final class LockLease: Sendable {
             lease.giveUpUnlessConnected(NotTaken(description: "no connection within \(timeLimit) (timeLimit)"))
             try? await clock.sleep(for: lockLimit)
             guard !Task.isCancelled else { return }
-            lease.resolve(.failure(NotTaken(description: "no lock on \(name) within \(lockLimit) (\(setting), and timeLimit: \(timeLimit))")))
+            lease.resolve(.failure(NotTaken(
+                description: "no lock on \(name) within \(lockLimit) (\(setting), and timeLimit: \(timeLimit))", waitedForTheLock: true
+            )))
         }
         let outcome = await lease.outcome()
         timer.cancel()

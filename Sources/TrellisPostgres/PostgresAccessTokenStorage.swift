@@ -161,11 +161,12 @@ public final class PostgresAccessTokenStorage: SharedAccessTokenStorage {
                 tokens.withLockedValue { $0[label] = token }
                 return token
             case nil:
-                // The transaction's first failure (a wait that ran out, a statement's limit, a
-                // lost connection), not a later statement's `25P02` that says only that.
-                // A wait for another process's lock that ran out is no failure of the database.
+                // The first failure (a wait that ran out, a statement's limit, a lost
+                // connection), not a later statement's `25P02` that says only that. A wait for
+                // another process's lock that ran out is no failure of the database.
                 let first = AdvisoryLock.firstFailure(of: error)
-                if !(first is AdvisoryLock.WaitRanOut) {
+                let waited = first is AdvisoryLock.WaitRanOut || (first as? LockLease.NotTaken)?.waitedForTheLock == true
+                if !waited {
                     failures.failed("\(first)", at: clock.instant, for: settings.retryStorageAfter)
                 }
                 return try await refreshWithoutTheFleet(label, refresh, because: "refreshing \(label) under the fleet's lock failed (\(first))")

@@ -2,6 +2,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import SQLiteNIO
 import Testing
 import Trellis
 import TrellisSQLite
@@ -304,13 +305,10 @@ struct OutboxTests {
     /// there is room again the outbox takes calls and delivers every one.
     @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(1)))
     func aFullDiskRefusesTheEnqueueThatDoesNotFitAndLosesNothing() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "trellis-full-disk-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try Self.run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", folder.path])
-        defer {
-            try? Self.run("/usr/bin/umount", [folder.path])
-            try? FileManager.default.removeItem(at: folder)
-        }
+        try await Self.withSmallDisk { folder in try await Self.fillUpThenMakeRoom(folder) }
+    }
+
+    private static func fillUpThenMakeRoom(_ folder: URL) async throws {
         // Most of the disk taken by something else, as a disk that fills up is.
         let filler = folder.appending(path: "filler")
         try Data(repeating: 0, count: (8 << 20) - (512 << 10)).write(to: filler)
@@ -355,13 +353,10 @@ struct OutboxTests {
     /// arrives once, in its lane's order.
     @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(1)))
     func aDeliveryTheDiskHasNoRoomToRecordIsRecordedOnceThereIsRoom() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "trellis-full-disk-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try Self.run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", folder.path])
-        defer {
-            try? Self.run("/usr/bin/umount", [folder.path])
-            try? FileManager.default.removeItem(at: folder)
-        }
+        try await Self.withSmallDisk { folder in try await Self.fillUpWhileDelivering(folder) }
+    }
+
+    private static func fillUpWhileDelivering(_ folder: URL) async throws {
         let filler = folder.appending(path: "filler")
         let orders = IdempotentServer()
         let filled = NIOLockedValueBox(false)
@@ -394,6 +389,20 @@ struct OutboxTests {
         }
     }
 
+    /// Runs `body` with a folder on a tmpfs of 8 MiB of its own, then unmounts it and removes
+    /// the folder. The unmount is lazy: a file the code under test still holds open (a storage
+    /// whose delivery task is still ending) cannot keep the mount, nor the folder, behind.
+    private static func withSmallDisk(_ body: (URL) async throws -> Void) async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "trellis-full-disk-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", folder.path])
+        defer {
+            try? run("/usr/bin/umount", ["--lazy", folder.path])
+            try? FileManager.default.removeItem(at: folder)
+        }
+        try await body(folder)
+    }
+
     /// Runs `executable` with `arguments`, and throws when it fails.
     private static func run(_ executable: String, _ arguments: [String]) throws {
         let process = Process()
@@ -404,6 +413,28 @@ struct OutboxTests {
         guard process.terminationStatus == 0 else {
             throw OutboxError(.storageFailed, "\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
         }
+    }
+
+    /// A lock another connection holds on the file (an exclusive transaction, as another
+    /// process's writer would hold it) is waited for at most `lockWait`: the `enqueue` fails
+    /// then, naming the lock, nothing is lost, and once the lock is gone calls are taken again.
+    @Test func aFileLockedByAnotherWriterIsWaitedForWithinLockWait() async throws {
+        let path = Self.file()
+        let url = URL(string: "http://127.0.0.1:9/")!
+        let outbox = Outbox(client: Client(baseURL: url), storage: try await SQLiteOutboxStorage(path: path, lockWait: .milliseconds(100)))
+        try await outbox.enqueue(Self.order(url, 1))
+        let other = try await SQLiteConnection.open(storage: .file(path: path))
+        _ = try await other.query("BEGIN EXCLUSIVE")
+        do {
+            try await outbox.enqueue(Self.order(url, 2))
+            Issue.record("a call was stored while another writer held the file")
+        } catch let error as OutboxError {
+            #expect(error.reason == .storageFailed && error.description.contains("locked"), "\(error)")
+        }
+        _ = try await other.query("COMMIT")
+        try await other.close()
+        try await outbox.enqueue(Self.order(url, 3))
+        #expect(try await outbox.pending().map(\.idempotencyKey) == ["call-1", "call-3"])
     }
 
     /// A file that is not an outbox is refused when it is opened, naming it; a file that is one

@@ -34,15 +34,20 @@ enum FleetBenchmark {
         }
     }
 
-    static func run(rounds: Int) async throws -> [Row] {
+    /// A client of the database `TRELLIS_BENCH_POSTGRES` names, for `suite`.
+    static func database(for suite: String) throws -> PostgresClient {
         guard let address = ProcessInfo.processInfo.environment["TRELLIS_BENCH_POSTGRES"],
             let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...])
         else {
-            throw BenchmarkFailure(description: "the fleet suite needs TRELLIS_BENCH_POSTGRES=host:port (Benchmarks/with-postgres starts a database)")
+            throw BenchmarkFailure(description: "the \(suite) suite needs TRELLIS_BENCH_POSTGRES=host:port (Benchmarks/with-postgres starts a database)")
         }
-        let postgres = PostgresClient(configuration: .init(
+        return PostgresClient(configuration: .init(
             host: String(address[..<colon]), port: port, username: "trellis", password: nil, database: "postgres", tls: .disable
         ))
+    }
+
+    static func run(rounds: Int) async throws -> [Row] {
+        let postgres = try database(for: "fleet")
         return try await withThrowingTaskGroup(of: [Row].self) { group in
             group.addTask { await postgres.run(); return [] }
             defer { group.cancelAll() }

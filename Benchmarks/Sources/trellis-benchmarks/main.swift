@@ -1,7 +1,7 @@
 // `swift run -c release trellis-benchmarks [suite…]`, from `Benchmarks/`: measures Trellis against baselines
 // taken in the same run, against an in-process server, and prints a table per suite.
 // Suites: calls (AsyncHTTPClient), urlsession, openapi (a generated client), auth,
-// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience, fleet, outbox), transfers, realtime, compile. With no argument,
+// (and, when named: cache, bomb, allocations, observation, pipeline, proxy, jsonlines, resilience, fleet, outbox, outbox-fleet), transfers, realtime, compile. With no argument,
 // every suite runs. Run it from `Benchmarks/` (compile builds targets of that package).
 import Foundation
 
@@ -13,6 +13,17 @@ if CommandLine.arguments.dropFirst().first == "transfer-child" {
         exit(0)
     } catch {
         print("transfer failed: \(error)")
+        exit(1)
+    }
+}
+
+// A drainer of the outbox-fleet suite, in a process of its own.
+if CommandLine.arguments.dropFirst().first == "outbox-drain", let url = CommandLine.arguments.dropFirst(2).first.flatMap(URL.init(string:)) {
+    do {
+        try await OutboxFleetBenchmark.drain(url)
+        exit(0)
+    } catch {
+        print("outbox-drain failed: \(error)")
         exit(1)
     }
 }
@@ -92,6 +103,11 @@ do {
             Report.print(
                 "The outbox on SQLite: \(OutboxBenchmark.calls) calls of a 200-byte JSON body (AsyncHTTPClient)",
                 try await OutboxBenchmark.run(rounds: max(rounds, 5))
+            )
+        case "outbox-fleet":
+            Report.print(
+                "A PostgreSQL outbox drained by a fleet: four processes against one",
+                try await OutboxFleetBenchmark.run(rounds: min(rounds, 5))
             )
         case "compile":
             let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
