@@ -6,6 +6,8 @@ import NIOConcurrencyHelpers
 /// are waiting. One per client.
 final class AccessTokenAuthorizer: Sendable {
     let settings: AccessTokenSettings
+    /// Whether the storage is one a fleet shares, which reads the call's deadline and clock.
+    let sharesItsStorage: Bool
     private let origin: String?
     private let refreshes = NIOLockedValueBox(Refreshes())
 
@@ -20,6 +22,7 @@ final class AccessTokenAuthorizer: Sendable {
 
     init(settings: AccessTokenSettings, base: BaseURL?) {
         self.settings = settings
+        sharesItsStorage = settings.storage is any SharedAccessTokenStorage
         self.origin = base.map { Request.origin(scheme: $0.scheme, authority: $0.authority) }
     }
 

@@ -14,8 +14,11 @@ struct AccessTokenStage: Stage {
 
     func intercept(_ request: Request, _ call: CallContext, next: Next) async throws -> Response<ResponseBody> {
         guard let client = client.client else { return try await next(request, call) }
-        // A refresh this call starts (or waits for) may wait as long as the attempt allows; a
-        // storage a fleet shares holds its time limits on the client's clock.
+        guard authorizer.sharesItsStorage else {
+            return try await authorizer.send(request, client: client, observation: call.observation) { try await next($0, call) }
+        }
+        // A storage a fleet shares waits for another process's refresh as long as the attempt
+        // allows, and holds its time limits on the client's clock; no other storage reads them.
         return try await CallDeadline.$current.withValue(call.limits?.deadline) {
             try await SharedStateClock.$current.withValue(client.configuration.clock) {
                 try await authorizer.send(request, client: client, observation: call.observation) { try await next($0, call) }
