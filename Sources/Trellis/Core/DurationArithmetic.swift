@@ -26,6 +26,12 @@ extension Duration {
     func saturatingMultiplied(by factor: Double) -> Duration {
         .saturating(seconds: inSeconds * factor)
     }
+
+    /// `self` doubled `times` times, and at most `ceiling`: the wait before trying again
+    /// something that failed `times` times in a row after the first.
+    func doubled(_ times: Int, atMost ceiling: Duration) -> Duration {
+        Swift.min(saturatingMultiplied(by: Double(1 << Swift.min(Swift.max(times, 0), 62))), ceiling)
+    }
 }
 
 extension TimeAmount {

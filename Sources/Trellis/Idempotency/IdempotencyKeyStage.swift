@@ -50,8 +50,7 @@ struct IdempotencyKeyStage: Stage {
     /// would pass the settings' longest wait.
     private func waitAfterConflict(_ response: Response<ResponseBody>, number: Int, waited: Duration) -> Duration? {
         let asked = response.headerFields[.retryAfter].flatMap { RetryAfter.delay($0, now: clock.now) }
-        let doubling = Duration.milliseconds(100) * (1 << min(number, 5))
-        let wait = asked ?? min(doubling, .seconds(2))
+        let wait = asked ?? Duration.milliseconds(100).doubled(number, atMost: .seconds(2))
         return waited + wait <= settings.inProgressWait ? wait : nil
     }
 }

@@ -109,8 +109,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
         private func reconnectionDelay() -> Duration {
             let asked = Swift.max(parser.reconnectionTime ?? EventStream.defaultReconnectionDelay, EventStream.minimumReconnectionDelay)
             let ceiling = Swift.max(asked, EventStream.maximumReconnectionDelay)
-            let doublings = Double(Swift.max(0, fruitlessConnections - 1))
-            return Swift.min(asked.saturatingMultiplied(by: pow(2, Swift.min(doublings, 64))), ceiling)
+            return asked.doubled(fruitlessConnections - 1, atMost: ceiling)
         }
 
         /// Whether the server's own doing ended the stream, which a reconnection would only
