@@ -4,6 +4,7 @@ import HTTPTypes
 public import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import SQLiteNIO
 public import Trellis
 
@@ -16,16 +17,35 @@ public import Trellis
 /// app. (`NORMAL`, SQLite's usual setting in that mode, is safe from a crash of the process but
 /// may lose the last calls to a power cut.) Each operation is one statement, atomic.
 ///
+/// A delivery writes once: the call is claimed in the process's memory, not in the file (one
+/// process uses a file at a time), and its removal is written with those of the other
+/// deliverers that finished meanwhile, under one flush.
+///
 /// ```swift
 /// let storage = try await SQLiteOutboxStorage(path: directory.appending(path: "outbox.sqlite").path)
 /// let outbox = Outbox(client: client, storage: storage)
 /// ```
 public final class SQLiteOutboxStorage: OutboxStorage {
+    /// Every write goes through this connection.
     private let connection: SQLiteConnection
+    /// The deliverers' reads: a connection of their own, so that a claim does not wait for the
+    /// writer's flush (in WAL mode a reader sees every commit finished before it began).
+    private let reader: SQLiteConnection
+    /// The threads SQLite runs on, the storage's own: SwiftNIO's shared pool (two threads on
+    /// two cores) also does the app's file work, and a claim queued behind a large download's
+    /// writes, or a flush holding one of its threads, slowed both.
+    private let threads: NIOThreadPool
     private let path: String
     /// Whether ``close()`` has not been called: sqlite-nio 1.13.2 crashes on a connection
     /// closed twice (its second close clears the hooks of a handle already freed).
-    private let isOpen = NIOLockedValueBox(true)
+    private let isOpen: NIOLockedValueBox<Bool>
+    /// The calls this process is delivering (see ``claimNext(at:leaseFor:)``).
+    private let claims: NIOLockedValueBox<Set<Int64>>
+    /// Removals of delivered calls, written in groups.
+    private let removals: StatementGroups<Int64, Void>
+    /// The deliverers' claims, made in groups: one query for those looking at once, each given
+    /// a different call.
+    private let claimGroups: StatementGroups<Date, OutboxEntry?>
 
     /// Opens (or creates) the outbox in the SQLite file at `path`.
     ///
@@ -36,15 +56,68 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     ///   something else.
     public init(path: String, lockWait: Duration = .seconds(5), logger: Logger = Logger(label: "trellis.sqlite")) async throws {
         self.path = path
+        let threads = NIOThreadPool(numberOfThreads: 2)
+        threads.start()
+        self.threads = threads
+        func open() async throws -> SQLiteConnection {
+            try await SQLiteConnection.open(storage: .file(path: path), threadPool: threads, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())
+        }
+        let connection: SQLiteConnection
+        let reader: SQLiteConnection
         do {
-            connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            connection = try await open()
+            do {
+                reader = try await open()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
         } catch {
+            try? await threads.shutdownGracefully()
             throw OutboxError(.storageFailed, "could not open the SQLite file \(path): \(error)")
+        }
+        self.connection = connection
+        self.reader = reader
+        let isOpen = NIOLockedValueBox(true)
+        let claims = NIOLockedValueBox<Set<Int64>>([])
+        self.isOpen = isOpen
+        self.claims = claims
+        removals = StatementGroups { ids in
+            _ = try await Self.run("remove delivered calls from", path: path, isOpen: isOpen) {
+                try await connection.query(
+                    "DELETE FROM trellis_outbox WHERE id IN (\(Self.placeholders(ids.count)))",
+                    ids.map { .integer(SQLiteInt64($0)) }
+                )
+            }
+            claims.withLockedValue { $0.subtract(ids) }
+            return Array(repeating: (), count: ids.count)
+        }
+        claimGroups = StatementGroups { moments in
+            let now = moments.max() ?? Date()
+            let held = claims.withLockedValue { $0 }
+            let rows = try await Self.run("claim calls in", path: path, isOpen: isOpen) {
+                // Only the first call of a lane can qualify, so the calls found are of
+                // different lanes.
+                try await reader.query(
+                    """
+                    SELECT * FROM trellis_outbox o
+                    WHERE o.state = 'waiting' AND o.not_before <= ? \(Self.excluding(held))
+                        AND NOT EXISTS (SELECT 1 FROM trellis_outbox e WHERE e.lane = o.lane AND e.id < o.id AND e.state <> 'dead')
+                    ORDER BY o.id LIMIT ?
+                    """,
+                    [.float(now.timeIntervalSince1970)] + held.map { .integer(SQLiteInt64($0)) } + [.integer(SQLiteInt64(moments.count))]
+                )
+            }
+            let found = try rows.map(Self.entry)
+            claims.withLockedValue { $0.formUnion(found.map(\.id)) }
+            return found.map { $0 } + Array(repeating: nil, count: moments.count - found.count)
         }
         do {
             try await prepare(lockWait: lockWait)
         } catch {
             try? await connection.close()
+            try? await reader.close()
+            try? await threads.shutdownGracefully()
             throw error
         }
     }
@@ -56,7 +129,10 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     private func prepare(lockWait: Duration) async throws {
         let id: Int
         do {
-            _ = try await connection.query("PRAGMA busy_timeout = \(Int(lockWait / .milliseconds(1)))")
+            for connection in [connection, reader] {
+                _ = try await connection.query("PRAGMA busy_timeout = \(Int(lockWait / .milliseconds(1)))")
+            }
+            _ = try await reader.query("PRAGMA query_only = 1")
             id = try await connection.query("PRAGMA application_id").first?.column("application_id")?.integer.map { Int($0) } ?? 0
         } catch {
             throw OutboxError(.storageFailed, "\(path) is not an SQLite database, or it is damaged: \(error)")
@@ -113,16 +189,22 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
-    /// Closes the file. A storage released without it closes its file then, on SwiftNIO's
-    /// thread pool.
+    /// Closes the file. A storage released without it closes its file then, on its threads,
+    /// which end once it is closed.
     public func close() async throws {
         guard isOpen.withLockedValue({ open in defer { open = false }; return open }) else { return }
+        defer { threads.shutdownGracefully { _ in } }
+        try? await reader.close()
         try await connection.close()
     }
 
     deinit {
-        // The connection insists on being closed before it goes, and only once.
-        if isOpen.withLockedValue({ $0 }) { _ = connection.close() }
+        // A connection insists on being closed before it goes, and only once; the threads stop
+        // once both are (stopped first, they would drop the closes queued).
+        if isOpen.withLockedValue({ $0 }) {
+            let threads = threads
+            reader.close().and(connection.close()).whenComplete { _ in threads.shutdownGracefully { _ in } }
+        }
     }
 
     public func insert(_ entry: OutboxEntry, limit: Int) async throws -> OutboxEntry? {
@@ -143,41 +225,40 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         return try rows.first.map(Self.entry)
     }
 
-    /// Claims the next call; the lease is not kept, since one process uses the file at a time
-    /// and an outbox that starts releases every claim (``releaseClaims()``).
+    /// Claims the next call, in this process's memory: a claim is not written to the file (one
+    /// process uses the file at a time, and the claims die with it). The claimed call stays in
+    /// the table, so it still holds its lane. `lease` is not needed.
     public func claimNext(at now: Date, leaseFor lease: Duration) async throws -> OutboxEntry? {
-        let rows = try await run("claim a call in") {
-            try await self.connection.query(
-                """
-                UPDATE trellis_outbox SET state = 'delivering'
-                WHERE id = (
-                    SELECT o.id FROM trellis_outbox o
-                    WHERE o.state = 'waiting' AND o.not_before <= ?
-                        AND NOT EXISTS (SELECT 1 FROM trellis_outbox e WHERE e.lane = o.lane AND e.id < o.id AND e.state <> 'dead')
-                    ORDER BY o.id LIMIT 1
-                )
-                RETURNING *
-                """,
-                [.float(now.timeIntervalSince1970)]
-            )
-        }
-        return try rows.first.map(Self.entry)
+        try await claimGroups.submit(now)
     }
 
-    /// Does nothing: the claims are this process's until it dies, and the next outbox on the
-    /// file releases them when it starts.
+    /// `AND o.id NOT IN (…)` for the calls claimed, with a placeholder each.
+    private static func excluding(_ claimed: Set<Int64>) -> String {
+        claimed.isEmpty ? "" : "AND o.id NOT IN (\(placeholders(claimed.count)))"
+    }
+
+    /// `?, ?, …`, `count` times.
+    private static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+
+    /// Does nothing: the claims are this process's until it dies.
     public func renewClaims(_ ids: [Int64], leaseFor lease: Duration) async throws {}
 
+    /// Forgets the claims: the deliverers of an outbox that ran before on this storage are
+    /// gone. (A file an earlier Trellis wrote may mark calls as being delivered; those are
+    /// made due again.)
     public func releaseClaims() async throws {
+        claims.withLockedValue { $0 = [] }
         _ = try await run("release the claims of") {
             try await self.connection.query("UPDATE trellis_outbox SET state = 'waiting' WHERE state = 'delivering'")
         }
     }
 
+    /// Removes a delivered call, in one statement with those other deliverers finished while
+    /// the last removal was being flushed.
     public func delivered(_ id: Int64) async throws {
-        _ = try await run("remove a delivered call from") {
-            try await self.connection.query("DELETE FROM trellis_outbox WHERE id = ?", [.integer(SQLiteInt64(id))])
-        }
+        try await removals.submit(id)
     }
 
     public func reschedule(_ id: Int64, notBefore: Date, failure: String) async throws {
@@ -187,6 +268,7 @@ public final class SQLiteOutboxStorage: OutboxStorage {
                 [.float(notBefore.timeIntervalSince1970), .text(failure), .integer(SQLiteInt64(id))]
             )
         }
+        unclaim([id])
     }
 
     public func deadLetter(_ id: Int64, reason: String, answer: Response<Data>?) async throws {
@@ -203,11 +285,12 @@ public final class SQLiteOutboxStorage: OutboxStorage {
                 ]
             )
         }
+        unclaim([id])
     }
 
     public func entries(deadLetters: Bool) async throws -> [OutboxEntry] {
         let rows = try await run("read the calls of") {
-            try await self.connection.query("SELECT * FROM trellis_outbox WHERE state \(deadLetters ? "=" : "<>") 'dead' ORDER BY id")
+            try await self.reader.query("SELECT * FROM trellis_outbox WHERE state \(deadLetters ? "=" : "<>") 'dead' ORDER BY id")
         }
         return try rows.map(Self.entry)
     }
@@ -216,6 +299,13 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         _ = try await run("remove a call from") {
             try await self.connection.query("DELETE FROM trellis_outbox WHERE id = ?", [.integer(SQLiteInt64(id))])
         }
+        unclaim([id])
+    }
+
+    /// Drops the claims on calls whose end is written: only then may another deliverer see
+    /// them (a call rescheduled, read before its new time was written, would be sent at once).
+    private func unclaim(_ ids: [Int64]) {
+        claims.withLockedValue { $0.subtract(ids) }
     }
 
     public func revive(_ id: Int64) async throws {
@@ -232,13 +322,15 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     }
 
     public func nextDue(at now: Date) async throws -> Date? {
+        let held = claims.withLockedValue { $0 }
         let rows = try await run("read the next call of") {
-            try await self.connection.query(
+            try await self.reader.query(
                 """
                 SELECT min(o.not_before) AS due FROM trellis_outbox o
-                WHERE o.state = 'waiting'
+                WHERE o.state = 'waiting' \(Self.excluding(held))
                     AND NOT EXISTS (SELECT 1 FROM trellis_outbox e WHERE e.lane = o.lane AND e.id < o.id AND e.state <> 'dead')
-                """
+                """,
+                held.map { .integer(SQLiteInt64($0)) }
             )
         }
         return rows.first?.column("due")?.double.map(Date.init(timeIntervalSince1970:))
@@ -247,6 +339,12 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// `operation`, whose SQLite error becomes an ``Trellis/OutboxError`` naming the file and
     /// what was being done (a full disk is SQLite's `SQLITE_FULL`, "database or disk is full").
     private func run<Value>(_ what: String, _ operation: () async throws -> Value) async throws -> Value {
+        try await Self.run(what, path: path, isOpen: isOpen, operation)
+    }
+
+    private static func run<Value>(
+        _ what: String, path: String, isOpen: NIOLockedValueBox<Bool>, _ operation: () async throws -> Value
+    ) async throws -> Value {
         guard isOpen.withLockedValue({ $0 }) else {
             throw OutboxError(.storageFailed, "could not \(what) the outbox in \(path): the storage was closed")
         }

@@ -110,8 +110,9 @@ struct OutboxTests {
 
     /// Within a lane, calls go in the order they were enqueued, each after the one before has
     /// its final answer, even when one must be sent again; another lane does not wait for it.
-    @Test(.timeLimit(.minutes(1)))
-    func aLaneKeepsItsOrderAndLanesGoIndependently() async throws {
+    /// On each transport, since a delivery is an ordinary call through it.
+    @Test(.timeLimit(.minutes(3)), arguments: TransportKind.allCases)
+    func aLaneKeepsItsOrderAndLanesGoIndependently(_ kind: TransportKind) async throws {
         let orders = IdempotentServer()
         let failedOnce = NIOLockedValueBox(false)
         try await ScriptedServer.with({ received in
@@ -127,7 +128,8 @@ struct OutboxTests {
             return orders.script(received)
         }) { server in
             let file = Self.file()
-            let outbox = Outbox(client: Client(baseURL: server.url), storage: try await SQLiteOutboxStorage(path: file), settings: Self.quickRetries)
+            let client = Client(baseURL: server.url, transport: kind.transport)
+            let outbox = Outbox(client: client, storage: try await SQLiteOutboxStorage(path: file), settings: Self.quickRetries)
             for number in 0..<10 { try await outbox.enqueue(Self.order(server.url, number), lane: "account-1") }
             try await outbox.enqueue(Self.order(server.url, 100), lane: "account-2")
             let outcomes = try await Self.outcomes(11, of: outbox)
@@ -140,7 +142,7 @@ struct OutboxTests {
 
     /// While a lane's first call is in flight, the deliverers with nothing else to claim wait
     /// for it to end, rather than asking the storage again and again.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func deliverersWaitForALanesCallInFlightWithoutSpinning() async throws {
         try await ScriptedServer.with({ _ in ScriptedServer.held(ScriptedServer.response("201 Created")) }) { server in
             let storage = ClaimCounting(try await SQLiteOutboxStorage(path: Self.file()))
@@ -163,7 +165,7 @@ struct OutboxTests {
 
     /// A final refusal is a dead letter, kept with the server's answer; it can be retried, and
     /// removed. A call that keeps failing is one after `maximumAttempts`.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func finalRefusalsAndRepeatedFailuresAreDeadLettersKeptWithTheirAnswer() async throws {
         let refuse = NIOLockedValueBox(true)
         try await ScriptedServer.with({ received in
@@ -232,7 +234,7 @@ struct OutboxTests {
     /// a dead letter the next time it is due, naming the limit, without being sent again; the
     /// call of another lane is delivered meanwhile, and nothing else is touched. Time is the
     /// test's clock.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aCallPastItsMaximumAgeIsADeadLetterNamingTheLimit() async throws {
         try await ScriptedServer.with({ received in
             received.field("Idempotency-Key")?.contains("call-1") == true ? ScriptedServer.response("503 Service Unavailable") : ScriptedServer.response("201 Created")
@@ -264,7 +266,7 @@ struct OutboxTests {
     /// is larger than the client takes is a failure counted to `maximumAttempts`, its dead
     /// letter naming the limit and keeping no body; an answer cut off in its head is sent again
     /// with its key until it is delivered.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aHostileServersAnswersAreMetWithinTheLimits() async throws {
         let arrivals = NIOLockedValueBox<[String: Int]>([:])
         try await ScriptedServer.with({ received in
@@ -303,7 +305,7 @@ struct OutboxTests {
     /// A disk that fills up (a small tmpfs, mounted for the test) refuses the `enqueue` that no
     /// longer fits, naming the storage's failure; the calls stored before are all there, and once
     /// there is room again the outbox takes calls and delivers every one.
-    @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(1)))
+    @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(3)))
     func aFullDiskRefusesTheEnqueueThatDoesNotFitAndLosesNothing() async throws {
         try await Self.withSmallDisk { folder in try await Self.fillUpThenMakeRoom(folder) }
     }
@@ -351,7 +353,7 @@ struct OutboxTests {
     /// the outbox records it again and again until there is room, and the lane goes on after it
     /// (left marked as being delivered, the call held its lane until a restart). Each call
     /// arrives once, in its lane's order.
-    @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(1)))
+    @Test(.enabled(if: getuid() == 0, "mounting a small tmpfs needs root"), .timeLimit(.minutes(3)))
     func aDeliveryTheDiskHasNoRoomToRecordIsRecordedOnceThereIsRoom() async throws {
         try await Self.withSmallDisk { folder in try await Self.fillUpWhileDelivering(folder) }
     }

@@ -70,7 +70,7 @@ enum ProxyBenchmark {
     /// The raw call: what the service sends, through `client`, decoded with `JSONDecoder`.
     /// A POST encodes its article on every call, as the service does (and as the `calls`
     /// suite's raw POST does).
-    private static func rawCall<Answer: Decodable>(_ client: HTTPClient, url: URL, path: String, as: Answer.Type, post: Bool = false) -> CallBenchmark.Call {
+    private static func rawCall<Answer: Decodable & Sendable>(_ client: HTTPClient, url: URL, path: String, as: Answer.Type, post: Bool = false) -> CallBenchmark.Call {
         let encoder = JSONEncoder()
         return {
             var request = HTTPClientRequest(url: url.absoluteString + path)

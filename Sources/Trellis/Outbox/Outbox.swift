@@ -141,77 +141,102 @@ public final class Outbox: Sendable {
         }
     }
 
-    /// One of ``run()``'s deliverers: claims the next call due, delivers it, and waits when
-    /// none is due.
+    /// One of ``run()``'s deliverers: claims the next call due, sends it, and waits when none is
+    /// due. How a delivery ended is recorded beside the next one's sending, one recording at a
+    /// time: the disk's flush of one call's end overlaps the network time of the next.
     private func deliverWhileRunning() async {
         let clock = client.configuration.clock
-        while !Task.isCancelled {
-            let seen = wakeups.generation
-            let entry: OutboxEntry?
-            do {
-                entry = try await storage.claimNext(at: clock.now, leaseFor: settings.claimLease)
-            } catch {
-                if Task.isCancelled { return }
-                logger.warning("the outbox could not read its storage (\(error)); it tries again in a second")
-                await wakeups.wait(after: seen, atMost: .seconds(1), on: clock)
-                continue
+        await withTaskGroup(of: Void.self) { recordings in
+            var isRecording = false
+            while !Task.isCancelled {
+                let seen = wakeups.generation
+                let entry: OutboxEntry?
+                do {
+                    entry = try await storage.claimNext(at: clock.now, leaseFor: settings.claimLease)
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.warning("the outbox could not read its storage (\(error)); it tries again in a second")
+                    await wakeups.wait(after: seen, atMost: .seconds(1), on: clock)
+                    continue
+                }
+                guard let entry else {
+                    let now = clock.now
+                    let due = try? await storage.nextDue(at: now)
+                    let wait = due.map { Duration.saturating(seconds: $0.timeIntervalSince(now)) } ?? .seconds(60)
+                    let longest = storage.pollInterval.map { min($0, .seconds(60)) } ?? .seconds(60)
+                    await wakeups.wait(after: seen, atMost: min(max(wait, .milliseconds(1)), longest), on: clock)
+                    continue
+                }
+                inFlight.withLockedValue { _ = $0.insert(entry.id) }
+                let ending = await send(entry)
+                if isRecording { await recordings.next() }
+                isRecording = true
+                recordings.addTask {
+                    // Until its end is recorded the call keeps its claim, and holds its lane.
+                    if let ending { await self.record(ending, of: entry) }
+                    self.inFlight.withLockedValue { _ = $0.remove(entry.id) }
+                    self.wakeups.signal()
+                }
             }
-            guard let entry else {
-                let now = clock.now
-                let due = try? await storage.nextDue(at: now)
-                let wait = due.map { Duration.saturating(seconds: $0.timeIntervalSince(now)) } ?? .seconds(60)
-                let longest = storage.pollInterval.map { min($0, .seconds(60)) } ?? .seconds(60)
-                await wakeups.wait(after: seen, atMost: min(max(wait, .milliseconds(1)), longest), on: clock)
-                continue
-            }
-            await deliver(entry)
         }
     }
 
-    /// Sends `entry` once through the client, and records how it ended; then wakes the other
-    /// deliverers, for the call of its lane that waited for it.
-    private func deliver(_ entry: OutboxEntry) async {
-        inFlight.withLockedValue { _ = $0.insert(entry.id) }
-        await send(entry)
-        inFlight.withLockedValue { _ = $0.remove(entry.id) }
-        wakeups.signal()
+    /// How a delivery ended, to be recorded.
+    private enum Ending: Sendable {
+        /// The server's final answer: a success, or a redirect not followed.
+        case delivered(HTTPResponse.Status)
+        /// A failure worth another delivery, after what the server asked, if it did.
+        case failed(String, asked: Duration?)
+        /// A call that will not be sent again.
+        case dead(reason: String, answer: Response<Data>?)
     }
 
-    /// Sends `entry` once through the client, and records how it ended.
-    private func send(_ entry: OutboxEntry) async {
+    /// Every answer is taken as it comes: the outbox decides what each status means.
+    private static let everyStatus = Set(100...599)
+
+    /// Sends `entry` once through the client; `nil` when the outbox is stopped meanwhile.
+    private func send(_ entry: OutboxEntry) async -> Ending? {
         let clock = client.configuration.clock
         if clock.now.timeIntervalSince(entry.enqueuedAt) > settings.maximumAge.inSeconds {
-            await deadLetter(entry, reason: "older than maximumAge (\(settings.maximumAge)) before it was delivered", answer: nil)
-            return
+            return .dead(reason: "older than maximumAge (\(settings.maximumAge)) before it was delivered", answer: nil)
         }
         let response: Response<Data>
         do {
-            response = try await client.data(for: request(of: entry), accepting: Set(100...599))
+            response = try await client.data(for: request(of: entry), accepting: Self.everyStatus)
         } catch is CancellationError {
-            return
+            return nil
         } catch TrellisError.invalidRequest(let invalid) {
-            await deadLetter(entry, reason: "it cannot be sent: \(invalid)", answer: nil)
-            return
+            return .dead(reason: "it cannot be sent: \(invalid)", answer: nil)
         } catch TrellisError.callRefused(let refusal) {
-            await retryLater(entry, failure: "\(refusal)", after: refusal.retryAt.map { Duration.saturating(seconds: $0.timeIntervalSince(clock.now)) })
-            return
+            return .failed("\(refusal)", asked: refusal.retryAt.map { Duration.saturating(seconds: $0.timeIntervalSince(clock.now)) })
         } catch {
-            if Task.isCancelled { return }
-            await retryLater(entry, failure: "\(error)", after: nil)
-            return
+            if Task.isCancelled { return nil }
+            return .failed("\(error)", asked: nil)
         }
         let code = response.status.code
         switch code {
         case 200..<400:
-            // Stopped before it is recorded, the call is sent again after a restart, under its
-            // key: the server answers from what it stored.
-            await record("the delivery", of: entry) { try await self.storage.delivered(entry.id) }
-            outcomeSink.yield(.delivered(id: entry.id, status: response.status))
+            return .delivered(response.status)
         case 408, 409, 425, 429, 500...:
             let asked = response.headerFields[.retryAfter].flatMap { RetryAfter.delay($0, now: clock.now) }
-            await retryLater(entry, failure: "answered \(code) \(response.status.reasonPhrase)", after: asked)
+            return .failed("answered \(code) \(response.status.reasonPhrase)", asked: asked)
         default:
-            await deadLetter(entry, reason: "the server refused it: \(code) \(response.status.reasonPhrase)", answer: response)
+            return .dead(reason: "the server refused it: \(code) \(response.status.reasonPhrase)", answer: response)
+        }
+    }
+
+    /// Records `ending` in the storage, and gives the outcome once it is recorded.
+    private func record(_ ending: Ending, of entry: OutboxEntry) async {
+        switch ending {
+        case .delivered(let status):
+            // Stopped before it is recorded, the call is sent again after a restart, under its
+            // key: the server answers from what it stored.
+            guard await record("the delivery", of: entry, { try await self.storage.delivered(entry.id) }) else { return }
+            outcomeSink.yield(.delivered(id: entry.id, status: status))
+        case .failed(let failure, let asked):
+            await retryLater(entry, failure: failure, after: asked)
+        case .dead(let reason, let answer):
+            await deadLetter(entry, reason: reason, answer: answer)
         }
     }
 
@@ -223,15 +248,18 @@ public final class Outbox: Sendable {
     @discardableResult
     private func record(_ what: String, of entry: OutboxEntry, _ operation: @Sendable () async throws -> Void) async -> Bool {
         let clock = client.configuration.clock
-        var wait = settings.initialDelay
+        var failures = 0
         while !Task.isCancelled {
             do {
                 try await operation()
                 return true
             } catch {
+                // Stopped: the storage's error is the stop's.
+                if Task.isCancelled { return false }
+                let wait = settings.initialDelay.doubled(failures, atMost: settings.maximumDelay)
+                failures += 1
                 logger.warning("the outbox could not record \(what) of call \(entry.id) (\(error)); it tries again in \(wait)")
                 try? await clock.sleep(for: wait)
-                wait = min(wait * 2, settings.maximumDelay)
             }
         }
         return false
@@ -259,7 +287,7 @@ public final class Outbox: Sendable {
             await deadLetter(entry, reason: "\(attempts) deliveries failed (maximumAttempts), the last: \(failure)", answer: nil)
             return
         }
-        let backoff = settings.initialDelay * (1 << min(attempts - 1, 30))
+        let backoff = settings.initialDelay.doubled(attempts - 1, atMost: settings.maximumDelay)
         let wait = min(max(asked ?? .zero, backoff), settings.maximumDelay)
         let notBefore = client.configuration.clock.now.addingTimeInterval(wait.inSeconds)
         await record("the failed delivery", of: entry) { try await self.storage.reschedule(entry.id, notBefore: notBefore, failure: failure) }
