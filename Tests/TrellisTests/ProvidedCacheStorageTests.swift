@@ -143,6 +143,45 @@ struct ProvidedCacheStorageTests {
         }
     }
 
+    /// The cache's refusal meets the stages that send again or share: the retry stage does not
+    /// send a refused call again (nothing was sent, and the storage is what failed), and callers
+    /// coalescing joins to it are refused with it, never sent on their own.
+    @Test(.timeLimit(.minutes(1)))
+    func aRefusalForAFailedStorageIsNeitherRetriedNorSentForTheCallersCoalescingJoined() async throws {
+        try await Self.withServer { server, request in
+            let storage = DictionaryStorage()
+            storage.state.withLockedValue { $0.failing = true }
+            let client = Client(baseURL: server.url) {
+                $0.retryWithoutWaiting(RetryPolicy(maximumRetries: 3))
+                $0.resilience.coalescing = Coalescing()
+                $0.cache = HTTPCache(storage: storage, timeLimit: .patientStoreLimit, whenStorageFails: .refuseCalls)
+            }
+            do {
+                _ = try await client.data(for: request)
+                Issue.record("a call whose storage failed was sent")
+            } catch TrellisError.callRefused(let refusal) {
+                #expect(refusal.reason == .sharedStorageFailed)
+            }
+            #expect(storage.state.withLockedValue { $0.reads } == 1, "the refused call was tried again")
+
+            let reasons = try await withThrowingTaskGroup(of: CallRefusal.Reason?.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        do {
+                            _ = try await client.data(for: request)
+                            return nil
+                        } catch TrellisError.callRefused(let refusal) {
+                            return refusal.reason
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(reasons == Array(repeating: .sharedStorageFailed, count: 8))
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     /// A storage that never answers (a database gone away) and shares its fleet's misses: each
     /// operation waits until it is cancelled, and counts.
     final class SilentStorage: HTTPCacheStorage {

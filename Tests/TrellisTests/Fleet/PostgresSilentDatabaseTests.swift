@@ -40,6 +40,27 @@ struct PostgresSilentDatabaseTests {
         }
     }
 
+    /// After the database failed a refresh, a storage with `retryStorageAfter` leaves it alone
+    /// that long: the next refresh is refused at once, naming the window, instead of waiting out
+    /// the time limit on the database again.
+    @Test func aStorageThatFailedIsLeftAloneForRetryStorageAfter() async throws {
+        try await SilentPostgresServer.with(answered: 0) { postgres in
+            let storage = PostgresAccessTokenStorage(
+                client: postgres, timeLimit: Self.stepLimit, lockWait: .milliseconds(100), retryStorageAfter: .seconds(3600)
+            )
+            let refreshes = NIOLockedValueBox(0)
+            let refresh: @Sendable (AccessToken?) async throws -> AccessToken = { _ in
+                refreshes.withLockedValue { $0 += 1 }
+                return AccessToken(accessToken: "a", refreshToken: "r", expiresIn: 60)
+            }
+            let first = await #expect(throws: AccessTokenStorageError.self) { try await storage.refreshOnce("TrellisToken", refresh) }
+            #expect(first?.reason.contains("left alone") == false, "\(String(describing: first))")
+            let second = await #expect(throws: AccessTokenStorageError.self) { try await storage.refreshOnce("TrellisToken", refresh) }
+            #expect(second?.reason.contains("is left alone for retryStorageAfter: 3600.0 seconds") == true, "\(String(describing: second))")
+            #expect(refreshes.withLockedValue { $0 } == 0)
+        }
+    }
+
     @Test(arguments: silences.map(\.answered))
     func aMissThatCannotTakeTheLockFetchesAlone(answered: Int) async throws {
         try await SilentPostgresServer.with(answered: answered) { postgres in

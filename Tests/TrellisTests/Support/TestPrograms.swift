@@ -146,7 +146,7 @@ final class TestProgram: StoppableTestServer {
     /// port, which tells when it is ready), answering every request with the `Host` it got;
     /// nginx answers 400 to an HTTP/1.1 request without one.
     static func nginxOnUnixSocket() async throws -> TestProgram {
-        try await nginx { port, directory in
+        try await nginx(onUnixSocket: true) { port, directory in
             """
             listen 127.0.0.1:\(port);
             listen unix:\(directory.path)/nginx.sock;
@@ -160,7 +160,7 @@ final class TestProgram: StoppableTestServer {
     /// every request with the TLS server name the client sent, if any.
     static func nginxOnUnixSocketOverTLS(_ certificates: TestCertificates) async throws -> TestProgram {
         let pem = try certificates.pem()
-        return try await nginx { port, directory in
+        return try await nginx(onUnixSocket: true) { port, directory in
             let path = directory.path
             try pem.leaf.write(to: directory.appending(path: "leaf.pem"), atomically: true, encoding: .utf8)
             try pem.leafKey.write(to: directory.appending(path: "leaf-key.pem"), atomically: true, encoding: .utf8)
@@ -176,8 +176,8 @@ final class TestProgram: StoppableTestServer {
 
     /// nginx in the foreground, as one process, keeping every file in its directory, with one
     /// `server` block whose lines `server(port, directory)` gives.
-    private static func nginx(server: (Int, URL) throws -> String) async throws -> TestProgram {
-        try await TestProgram("nginx") { port, directory in
+    private static func nginx(onUnixSocket: Bool = false, server: (Int, URL) throws -> String) async throws -> TestProgram {
+        let program = try await TestProgram("nginx") { port, directory in
             let path = directory.path
             let configuration = """
                 daemon off;
@@ -200,6 +200,29 @@ final class TestProgram: StoppableTestServer {
             try configuration.write(to: directory.appending(path: "nginx.conf"), atomically: true, encoding: .utf8)
             return ["-p", path, "-e", "\(path)/error.log", "-c", "\(path)/nginx.conf"]
         }
+        if onUnixSocket { try await program.waitUntilTheUnixSocketAccepts() }
+        return program
+    }
+
+    private struct UnixSocketNeverAccepted: Error, CustomStringConvertible {
+        let path: String
+        var description: String { "nginx did not accept a connection on \(path) within 10 s" }
+    }
+
+    /// Returns once ``unixSocketPath`` takes a connection: nginx may listen on its port a
+    /// moment before it has bound the socket, and a loaded machine stretched that moment into
+    /// a test's "connection refused".
+    private func waitUntilTheUnixSocketAccepts() async throws {
+        for _ in 0..<500 {
+            if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(unixDomainSocketPath: unixSocketPath).get()
+            {
+                try? await channel.close()
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw UnixSocketNeverAccepted(path: unixSocketPath)
     }
 
     /// The socket ``nginxOnUnixSocket()`` listens on.
