@@ -228,8 +228,18 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// Claims the next call, in this process's memory: a claim is not written to the file (one
     /// process uses the file at a time, and the claims die with it). The claimed call stays in
     /// the table, so it still holds its lane. `lease` is not needed.
+    ///
+    /// A caller cancelled meanwhile gets no call: the claim is given back, since an outbox that
+    /// stops, and one started after it on the same storage, would otherwise leave it claimed by
+    /// nobody until the next start.
     public func claimNext(at now: Date, leaseFor lease: Duration) async throws -> OutboxEntry? {
-        try await claimGroups.submit(now)
+        try Task.checkCancellation()
+        let entry = try await claimGroups.submit(now)
+        if Task.isCancelled {
+            if let entry { unclaim([entry.id]) }
+            throw CancellationError()
+        }
+        return entry
     }
 
     /// `AND o.id NOT IN (…)` for the calls claimed, with a placeholder each.
