@@ -115,6 +115,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         do {
             try await prepare(lockWait: lockWait)
         } catch {
+            // Closed here: `deinit`, which runs for an initializer that throws now, must not
+            // close them again.
+            isOpen.withLockedValue { $0 = false }
             try? await connection.close()
             try? await reader.close()
             try? await threads.shutdownGracefully()
