@@ -143,7 +143,8 @@ public final class Outbox: Sendable {
 
     /// One of ``run()``'s deliverers: claims the next call due, sends it, and waits when none is
     /// due. How a delivery ended is recorded beside the next one's sending, one recording at a
-    /// time: the disk's flush of one call's end overlaps the network time of the next.
+    /// time: the disk's flush of one call's end overlaps the network time of the next. Buys
+    /// SQLite delivery 0.45x of direct calls against 0.38x awaited (`Benchmarks/README.md`).
     private func deliverWhileRunning() async {
         let clock = client.configuration.clock
         await withTaskGroup(of: Void.self) { recordings in
